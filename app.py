@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""The GPU platform CDK app: one PlatformStage per environment.
+
+``cdk synth`` synthesizes every environment in ``config/``; ``cdk synth -c env=dev``
+only one (``-c env=dev,prod`` several; ``-c config_dir=PATH`` reads another folder).
+A config mistake prints one line per problem and exits 2; an unacknowledged rule
+finding prints the findings and exits 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from aws_cdk import App
+
+from config import ConfigError, Environment, load_environments
+from config.loader import CONFIG_DIR
+from stacks.compliance import FAIL_ON_FINDINGS, enforce_rule_packs
+from stacks.platform_stage import PlatformStage
+
+
+def add_platform(app: App, environments: Sequence[Environment]) -> App:
+    """Add one stage per environment to ``app`` and enforce the rule packs on it."""
+    for env in environments:
+        PlatformStage(app, env=env)
+    enforce_rule_packs(app)
+    return app
+
+
+def selected_names(app_context_env: str | None) -> list[str] | None:
+    """``-c env=dev`` or ``-c env=dev,prod`` -> names; absent -> every environment."""
+    if not app_context_env:
+        return None
+    return [n.strip() for n in str(app_context_env).split(",") if n.strip()]
+
+
+def main() -> int:
+    app = App()  # the CLI passes cdk.json's context, -c values and the output folder
+    # The CLI asks the app not to fail on rule findings; this project's synth must.
+    app.node.set_context(FAIL_ON_FINDINGS, True)
+    names = selected_names(app.node.try_get_context("env"))
+    config_dir = app.node.try_get_context("config_dir")
+    try:
+        environments = load_environments(names, Path(config_dir) if config_dir else CONFIG_DIR)
+    except ConfigError as err:
+        for line in err.lines:
+            print(line, file=sys.stderr)
+        return 2
+    try:
+        add_platform(app, environments).synth()
+    except RuntimeError as err:
+        if "ValidationFailed" not in str(err):
+            raise
+        print(
+            f"synth failed: unacknowledged rule findings above (report: {app.outdir}/validation-report.json)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

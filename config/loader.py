@@ -1,0 +1,179 @@
+"""Read ``config/<env>.yaml`` files into frozen ``Environment`` objects.
+
+All config problems become ``ConfigError`` whose ``lines`` are for people: one line
+per problem, naming the file, the field path, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from config.schema import Environment
+
+CONFIG_DIR = Path(__file__).resolve().parent
+
+
+class ConfigError(Exception):
+    """One or more config problems; ``str()`` gives one line per problem."""
+
+    def __init__(self, lines: Sequence[str]):
+        self.lines = list(lines)
+        super().__init__("\n".join(self.lines))
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is given twice (first on line {seen[key] + 1})", key_node.start_mark
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def available_environments(config_dir: Path = CONFIG_DIR) -> list[str]:
+    """Environment names: one per ``*.yaml`` file in the config folder."""
+    return sorted(p.stem for p in config_dir.glob("*.yaml"))
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _field_path(loc: Iterable[Any]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | None:
+    """The pydantic model class that holds the field at ``loc`` (for listing known keys)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(part) if isinstance(current, type) and issubclass(current, BaseModel) else None
+        if field is None:
+            return None
+        current = field.annotation
+        args = getattr(current, "__args__", ())
+        for arg in args:
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                current = arg
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _fix_from_message(msg: str) -> str:
+    # pydantic's own messages read "Input should be ..."; turn that into an instruction.
+    m = re.match(r"Input should be (.*)", msg)
+    return f"make it {m.group(1)}" if m else "correct the value"
+
+
+def _describe(err: dict[str, Any], model: type[BaseModel]) -> tuple[str, str]:
+    """(field path, problem-and-fix text) for one pydantic error."""
+    loc = list(err["loc"])
+    kind = err["type"]
+    if kind == "value_error":
+        text = str(err["ctx"]["error"])
+        # Cross-field rules name their own field: "@path: message".
+        if text.startswith("@"):
+            path, _, text = text[1:].partition(": ")
+            return path, text
+        return _field_path(loc), text
+    if kind == "extra_forbidden":
+        parent = _model_at(model, loc[:-1])
+        known = sorted(parent.model_fields) if parent else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return _field_path(loc), f"unknown key; fix: {hint}remove it or use one of {', '.join(known)}"
+    if kind == "missing":
+        return _field_path(loc), "required field is missing; fix: add it"
+    value = err.get("input")
+    return _field_path(loc), f"{value!r} is invalid: {err['msg']}; fix: {_fix_from_message(err['msg'])}"
+
+
+def _read_yaml(path: Path, shown: str) -> dict[str, Any]:
+    if not path.is_file():
+        known = ", ".join(available_environments(path.parent)) or "none"
+        raise ConfigError([f"{shown}: file not found; fix: create it, or choose an existing environment ({known})"])
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown position)"
+        raise ConfigError(
+            [f"{shown}: {where}: YAML error: {err.problem or err.context}; fix: correct the YAML syntax"]
+        ) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ConfigError([f"{shown}: YAML error: {err}; fix: correct the YAML syntax"]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            [
+                f"{shown}: (top level): expected a mapping of fields, got {type(data).__name__}; fix: start the file with 'name: <env>'"
+            ]
+        )
+    return data
+
+
+def load_environment(name_or_path: str | Path, config_dir: Path = CONFIG_DIR) -> Environment:
+    """Load one environment by name (``dev``) or by path to its YAML file."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = config_dir / f"{name_or_path}.yaml"
+    shown = _display(path)
+    data = _read_yaml(path, shown)
+    try:
+        env = Environment.model_validate(data)
+    except ValidationError as err:
+        lines = []
+        for e in err.errors(include_url=False):
+            field, text = _describe(e, Environment)
+            lines.append(f"{shown}: {field}: {text}")
+        raise ConfigError(lines) from None
+    if env.name != path.stem:
+        raise ConfigError(
+            [
+                f"{shown}: name: {env.name!r} differs from the file name; fix: set name to {path.stem!r} or rename the file"
+            ]
+        )
+    return env
+
+
+def load_environments(names: Iterable[str] | None = None, config_dir: Path = CONFIG_DIR) -> list[Environment]:
+    """Load the named environments (all of them when ``names`` is None), collecting every problem."""
+    names = list(names) if names is not None else available_environments(config_dir)
+    if not names:
+        raise ConfigError([f"{_display(config_dir)}: no environment files; fix: add config/<env>.yaml"])
+    envs: list[Environment] = []
+    problems: list[str] = []
+    for name in names:
+        try:
+            envs.append(load_environment(name, config_dir))
+        except ConfigError as err:
+            problems.extend(err.lines)
+    if problems:
+        raise ConfigError(problems)
+    return envs

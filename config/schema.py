@@ -1,0 +1,177 @@
+"""The pydantic schema of one environment's config file.
+
+Every rule here raises a ``ValueError`` whose text says what is wrong and how to
+fix it; ``config.loader`` prefixes it with the file and the field path.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: Retention periods CloudWatch Logs accepts (PutRetentionPolicy), in days.
+LOG_RETENTION_DAYS = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731,
+    1096, 1827, 2192, 2557, 2922, 3288, 3653,
+)  # fmt: skip
+
+REQUIRED_TAGS = ("Project", "Environment", "Owner", "CostCenter")
+
+_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+_ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{1,15}$")
+
+
+class _Strict(BaseModel):
+    """Frozen, and unknown keys are errors (a typo must not be silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EgressMode(StrEnum):
+    """How GPU subnets reach AWS APIs and the internet."""
+
+    NAT = "nat"
+    """Public subnets with NAT gateways; GPU subnets route 0.0.0.0/0 to NAT."""
+
+    ISOLATED = "isolated"
+    """No internet gateway and no NAT: AWS APIs through VPC endpoints only."""
+
+
+class Network(_Strict):
+    vpc_cidr: str
+    egress: EgressMode
+    nat_gateways: Annotated[int, Field(ge=0)] = 0
+    gpu_subnet_mask: Annotated[int, Field(ge=16, le=28)] = 20
+    public_subnet_mask: Annotated[int, Field(ge=16, le=28)] = 24
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        try:
+            net = ipaddress.IPv4Network(value, strict=True)
+        except ValueError as err:
+            raise ValueError(
+                f"{value!r} is not a valid IPv4 network ({err}); fix: write it as address/prefix, e.g. 10.20.0.0/16"
+            ) from None
+        if not net.is_private:
+            raise ValueError(
+                f"{value!r} is not a private (RFC 1918) range; fix: use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16"
+            )
+        if not 16 <= net.prefixlen <= 24:
+            raise ValueError(f"{value!r} has prefix /{net.prefixlen}; fix: a VPC CIDR must be between /16 and /24")
+        return value
+
+    @model_validator(mode="after")
+    def _egress(self) -> Network:
+        if self.egress is EgressMode.ISOLATED and self.nat_gateways:
+            raise ValueError(
+                f"nat_gateways is {self.nat_gateways} but egress is 'isolated'; fix: set nat_gateways to 0 or egress to 'nat'"
+            )
+        if self.egress is EgressMode.NAT and self.nat_gateways < 1:
+            raise ValueError(
+                "egress is 'nat' but nat_gateways is 0; fix: set nat_gateways to at least 1, or egress to 'isolated'"
+            )
+        return self
+
+
+class Logging(_Strict):
+    retention_days: int
+
+    @field_validator("retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            allowed = ", ".join(str(v) for v in LOG_RETENTION_DAYS)
+            raise ValueError(f"{value} is not a CloudWatch Logs retention period; fix: use one of {allowed}")
+        return value
+
+
+class Environment(_Strict):
+    """One deployment environment (dev, staging, prod), as its YAML file describes it."""
+
+    name: str
+    account: str
+    region: str
+    availability_zones: Annotated[list[str], Field(min_length=1, max_length=6)]
+    protect_stateful_resources: bool = False
+    network: Network
+    logging: Logging
+    tags: dict[str, str]
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _ENV_NAME.match(value):
+            raise ValueError(
+                f"{value!r} is not a valid environment name; fix: 2-16 characters, lowercase letters, digits and '-', starting with a letter"
+            )
+        return value
+
+    @field_validator("account")
+    @classmethod
+    def _account(cls, value: str) -> str:
+        if not re.fullmatch(r"\d{12}", value):
+            raise ValueError(
+                f"{value!r} is not an AWS account id; fix: write the 12-digit account id as a quoted string"
+            )
+        return value
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        if not _REGION.match(value):
+            raise ValueError(f"{value!r} is not an AWS region code; fix: use a code such as us-east-1 or eu-west-1")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
+        missing = [t for t in REQUIRED_TAGS if not value.get(t)]
+        if missing:
+            raise ValueError(
+                f"missing cost-allocation tag(s) {', '.join(missing)}; fix: add them (required: {', '.join(REQUIRED_TAGS)})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Environment:
+        # Each check names its own field path through ValueError's text prefix "field: ".
+        for i, zone in enumerate(self.availability_zones):
+            if not re.fullmatch(re.escape(self.region) + r"[a-z]", zone):
+                raise ValueError(
+                    f"@availability_zones[{i}]: {zone!r} is not an availability zone of {self.region}; "
+                    f"fix: use a zone name such as {self.region}a"
+                )
+        if len(set(self.availability_zones)) != len(self.availability_zones):
+            raise ValueError("@availability_zones: a zone is listed twice; fix: list each zone once")
+        if self.tags["Environment"] != self.name:
+            raise ValueError(
+                f"@tags.Environment: {self.tags['Environment']!r} differs from the environment name {self.name!r}; fix: set it to {self.name!r}"
+            )
+        net = self.network
+        if net.egress is EgressMode.NAT and net.nat_gateways > len(self.availability_zones):
+            raise ValueError(
+                f"@network.nat_gateways: {net.nat_gateways} is more than the {len(self.availability_zones)} availability zone(s); "
+                f"fix: use at most one NAT gateway per zone"
+            )
+        self._check_subnets_fit()
+        return self
+
+    def _check_subnets_fit(self) -> None:
+        net = self.network
+        vpc = ipaddress.IPv4Network(net.vpc_cidr)
+        masks = [net.gpu_subnet_mask] * len(self.availability_zones)
+        if net.egress is EgressMode.NAT:
+            masks += [net.public_subnet_mask] * len(self.availability_zones)
+        needed = sum(2 ** (32 - m) for m in masks)
+        if any(m < vpc.prefixlen for m in masks) or needed > vpc.num_addresses:
+            raise ValueError(
+                f"@network: {len(masks)} subnets (GPU /{net.gpu_subnet_mask}"
+                + (f", public /{net.public_subnet_mask}" if net.egress is EgressMode.NAT else "")
+                + f") need {needed} addresses but {net.vpc_cidr} has {vpc.num_addresses}; "
+                "fix: widen vpc_cidr or raise gpu_subnet_mask/public_subnet_mask"
+            )

@@ -1,0 +1,1 @@
+"""Stacks of the GPU platform: each composes gpu_constructs and wires them."""

@@ -1,0 +1,42 @@
+"""NetworkStack: the VPC, its endpoints and the EFA security group."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from config import EgressMode, Environment
+from gpu_constructs.efa_security_group import EfaSecurityGroup
+from gpu_constructs.platform_vpc import PlatformVpc
+from gpu_constructs.vpc_endpoints import InterfaceEndpoints, S3GatewayEndpoint
+from stacks.base import PlatformStack
+
+
+class NetworkStack(PlatformStack):
+    """Attributes: ``vpc``, ``gpu_subnets``, ``efa_security_group``, ``endpoint_security_group`` (isolated mode)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, env: Environment, logs_key: kms.IKey) -> None:
+        super().__init__(scope, construct_id, env=env, stateful=True, description=f"GPU platform {env.name}: network")
+        net = env.network
+        platform_vpc = PlatformVpc(
+            self,
+            "Network",
+            cidr=net.vpc_cidr,
+            availability_zones=env.availability_zones,
+            nat_gateways=net.nat_gateways if net.egress is EgressMode.NAT else 0,
+            gpu_subnet_mask=net.gpu_subnet_mask,
+            public_subnet_mask=net.public_subnet_mask,
+            flow_log_key=logs_key,
+            log_retention=self.log_retention,
+            removal_policy=self.removal_policy,
+        )
+        self.vpc = platform_vpc.vpc
+        self.gpu_subnets = platform_vpc.gpu_subnets
+        S3GatewayEndpoint(self, "S3Endpoint", vpc=self.vpc, subnets=self.gpu_subnets)
+        self.endpoint_security_group = None
+        if net.egress is EgressMode.ISOLATED:
+            endpoints = InterfaceEndpoints(
+                self, "ApiEndpoints", vpc=self.vpc, vpc_cidr=net.vpc_cidr, subnets=self.gpu_subnets
+            )
+            self.endpoint_security_group = endpoints.security_group
+        self.efa_security_group = EfaSecurityGroup(self, "Efa", vpc=self.vpc).security_group

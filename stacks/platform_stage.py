@@ -1,0 +1,22 @@
+"""PlatformStage: every stack of one environment, tagged, in one cloud assembly."""
+
+from __future__ import annotations
+
+from aws_cdk import Environment as AwsEnvironment
+from aws_cdk import Stage, Tags
+from constructs import Construct
+
+from config import Environment
+from stacks.network_stack import NetworkStack
+from stacks.security_stack import SecurityStack
+
+
+class PlatformStage(Stage):
+    """One environment of the platform (``cdk.out/assembly-<env>/``)."""
+
+    def __init__(self, scope: Construct, *, env: Environment) -> None:
+        super().__init__(scope, env.name, env=AwsEnvironment(account=env.account, region=env.region))
+        self.security = SecurityStack(self, "Security", env=env)
+        self.network = NetworkStack(self, "Network", env=env, logs_key=self.security.logs_key)
+        for key, value in env.tags.items():
+            Tags.of(self).add(key, value)
