@@ -86,33 +86,68 @@ def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | N
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def _fix_from_message(msg: str) -> str:
-    # pydantic's own messages read "Input should be ..."; turn that into an instruction.
-    m = re.match(r"Input should be (.*)", msg)
+#: What to write instead, for pydantic's built-in type errors.
+_TYPE_FIXES = {
+    "bool_type": "write true or false",
+    "bool_parsing": "write true or false",
+    "int_type": "write a whole number",
+    "int_parsing": "write a whole number",
+    "int_from_float": "write a whole number",
+    "string_type": "write a quoted string",
+    "list_type": "write a list, e.g. [a, b]",
+    "dict_type": "write a mapping of key: value lines indented below this key",
+    "model_type": "write a mapping of key: value lines indented below this key",
+    "model_attributes_type": "write a mapping of key: value lines indented below this key",
+}
+
+
+def _fix_for(err: dict[str, Any]) -> str:
+    kind, ctx = err["type"], err.get("ctx", {})
+    if kind in _TYPE_FIXES:
+        return _TYPE_FIXES[kind]
+    if kind == "too_short":
+        return f"give at least {ctx.get('min_length')} item(s)"
+    if kind == "too_long":
+        return f"give at most {ctx.get('max_length')} item(s)"
+    if kind in ("greater_than_equal", "greater_than"):
+        return f"use a value {'>=' if kind.endswith('equal') else '>'} {ctx.get('ge', ctx.get('gt'))}"
+    if kind in ("less_than_equal", "less_than"):
+        return f"use a value {'<=' if kind.endswith('equal') else '<'} {ctx.get('le', ctx.get('lt'))}"
+    if kind == "enum":
+        return f"use one of {ctx.get('expected')}"
+    m = re.match(r"Input should be (.*)", err["msg"])
     return f"make it {m.group(1)}" if m else "correct the value"
 
 
-def _describe(err: dict[str, Any], model: type[BaseModel]) -> tuple[str, str]:
-    """(field path, problem-and-fix text) for one pydantic error."""
+def _problem(err: dict[str, Any]) -> str:
+    """pydantic's message without its parser detail ("..., unable to interpret input")."""
+    return err["msg"].split(", unable to", 1)[0]
+
+
+def _describe(err: dict[str, Any], model: type[BaseModel]) -> list[tuple[str, str]]:
+    """(field path, problem-and-fix text) pairs for one pydantic error."""
     loc = list(err["loc"])
     kind = err["type"]
     if kind == "value_error":
-        text = str(err["ctx"]["error"])
-        # Cross-field rules name their own field: "@path: message".
-        if text.startswith("@"):
-            path, _, text = text[1:].partition(": ")
-            return path, text
-        return _field_path(loc), text
+        out = []
+        for text in str(err["ctx"]["error"]).split("\n"):
+            # Cross-field rules name their own field: "@path: message".
+            if text.startswith("@"):
+                path, _, text = text[1:].partition(": ")
+                out.append((path, text))
+            else:
+                out.append((_field_path(loc), text))
+        return out
     if kind == "extra_forbidden":
         parent = _model_at(model, loc[:-1])
         known = sorted(parent.model_fields) if parent else []
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        return _field_path(loc), f"unknown key; fix: {hint}remove it or use one of {', '.join(known)}"
+        return [(_field_path(loc), f"unknown key; fix: {hint}remove it or use one of {', '.join(known)}")]
     if kind == "missing":
-        return _field_path(loc), "required field is missing; fix: add it"
+        return [(_field_path(loc), "required field is missing; fix: add it")]
     value = err.get("input")
-    return _field_path(loc), f"{value!r} is invalid: {err['msg']}; fix: {_fix_from_message(err['msg'])}"
+    return [(_field_path(loc), f"{value!r} is invalid: {_problem(err)}; fix: {_fix_for(err)}")]
 
 
 def _read_yaml(path: Path, shown: str) -> dict[str, Any]:
@@ -129,10 +164,16 @@ def _read_yaml(path: Path, shown: str) -> dict[str, Any]:
         ) from None
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise ConfigError([f"{shown}: YAML error: {err}; fix: correct the YAML syntax"]) from None
+    if data is None:
+        raise ConfigError(
+            [
+                f"{shown}: (top level): the file is empty; fix: write the environment's fields, starting with 'name: {path.stem}'"
+            ]
+        )
     if not isinstance(data, dict):
         raise ConfigError(
             [
-                f"{shown}: (top level): expected a mapping of fields, got {type(data).__name__}; fix: start the file with 'name: <env>'"
+                f"{shown}: (top level): expected a mapping of fields, found a {'list' if isinstance(data, list) else 'single value'}; fix: write one 'key: value' per line, starting with 'name: {path.stem}'"
             ]
         )
     return data
@@ -150,8 +191,7 @@ def load_environment(name_or_path: str | Path, config_dir: Path = CONFIG_DIR) ->
     except ValidationError as err:
         lines = []
         for e in err.errors(include_url=False):
-            field, text = _describe(e, Environment)
-            lines.append(f"{shown}: {field}: {text}")
+            lines.extend(f"{shown}: {field}: {text}" for field, text in _describe(e, Environment))
         raise ConfigError(lines) from None
     if env.name != path.stem:
         raise ConfigError(
@@ -166,7 +206,8 @@ def load_environments(names: Iterable[str] | None = None, config_dir: Path = CON
     """Load the named environments (all of them when ``names`` is None), collecting every problem."""
     names = list(names) if names is not None else available_environments(config_dir)
     if not names:
-        raise ConfigError([f"{_display(config_dir)}: no environment files; fix: add config/<env>.yaml"])
+        shown = _display(config_dir)
+        raise ConfigError([f"{shown}/: no environment files (*.yaml); fix: add {shown}/<env>.yaml"])
     envs: list[Environment] = []
     problems: list[str] = []
     for name in names:

@@ -21,6 +21,9 @@ LOG_RETENTION_DAYS = (
 
 REQUIRED_TAGS = ("Project", "Environment", "Owner", "CostCenter")
 
+#: The address ranges of RFC 1918; a VPC CIDR must lie inside one of them.
+RFC1918 = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{1,15}$")
 
@@ -57,7 +60,7 @@ class Network(_Strict):
             raise ValueError(
                 f"{value!r} is not a valid IPv4 network ({err}); fix: write it as address/prefix, e.g. 10.20.0.0/16"
             ) from None
-        if not net.is_private:
+        if not any(net.subnet_of(r) for r in RFC1918):
             raise ValueError(
                 f"{value!r} is not a private (RFC 1918) range; fix: use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16"
             )
@@ -111,10 +114,14 @@ class Environment(_Strict):
             )
         return value
 
-    @field_validator("account")
+    @field_validator("account", mode="before")
     @classmethod
-    def _account(cls, value: str) -> str:
-        if not re.fullmatch(r"\d{12}", value):
+    def _account(cls, value: object) -> str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            raise ValueError(
+                f'{value} is a number; fix: quote the 12-digit account id ("{value:012d}") so leading zeros survive'
+            )
+        if not isinstance(value, str) or not re.fullmatch(r"\d{12}", value):
             raise ValueError(
                 f"{value!r} is not an AWS account id; fix: write the 12-digit account id as a quoted string"
             )
@@ -139,29 +146,46 @@ class Environment(_Strict):
 
     @model_validator(mode="after")
     def _cross_field(self) -> Environment:
-        # Each check names its own field path through ValueError's text prefix "field: ".
+        # Each problem names its own field path ("@path: message"); config.loader
+        # reports one line per problem.
+        problems = [*self._zone_problems(), *self._tag_problems(), *self._network_problems()]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def _zone_problems(self) -> list[str]:
+        problems = []
+        seen: dict[str, int] = {}
         for i, zone in enumerate(self.availability_zones):
             if not re.fullmatch(re.escape(self.region) + r"[a-z]", zone):
-                raise ValueError(
+                problems.append(
                     f"@availability_zones[{i}]: {zone!r} is not an availability zone of {self.region}; "
                     f"fix: use a zone name such as {self.region}a"
                 )
-        if len(set(self.availability_zones)) != len(self.availability_zones):
-            raise ValueError("@availability_zones: a zone is listed twice; fix: list each zone once")
+            elif zone in seen:
+                problems.append(
+                    f"@availability_zones[{i}]: {zone!r} is already listed at availability_zones[{seen[zone]}]; fix: list each zone once"
+                )
+            seen.setdefault(zone, i)
+        return problems
+
+    def _tag_problems(self) -> list[str]:
         if self.tags["Environment"] != self.name:
-            raise ValueError(
+            return [
                 f"@tags.Environment: {self.tags['Environment']!r} differs from the environment name {self.name!r}; fix: set it to {self.name!r}"
-            )
+            ]
+        return []
+
+    def _network_problems(self) -> list[str]:
         net = self.network
         if net.egress is EgressMode.NAT and net.nat_gateways > len(self.availability_zones):
-            raise ValueError(
+            return [
                 f"@network.nat_gateways: {net.nat_gateways} is more than the {len(self.availability_zones)} availability zone(s); "
                 f"fix: use at most one NAT gateway per zone"
-            )
-        self._check_subnets_fit()
-        return self
+            ]
+        return self._check_subnets_fit()
 
-    def _check_subnets_fit(self) -> None:
+    def _check_subnets_fit(self) -> list[str]:
         net = self.network
         vpc = ipaddress.IPv4Network(net.vpc_cidr)
         masks = [net.gpu_subnet_mask] * len(self.availability_zones)
@@ -169,9 +193,10 @@ class Environment(_Strict):
             masks += [net.public_subnet_mask] * len(self.availability_zones)
         needed = sum(2 ** (32 - m) for m in masks)
         if any(m < vpc.prefixlen for m in masks) or needed > vpc.num_addresses:
-            raise ValueError(
+            return [
                 f"@network: {len(masks)} subnets (GPU /{net.gpu_subnet_mask}"
                 + (f", public /{net.public_subnet_mask}" if net.egress is EgressMode.NAT else "")
                 + f") need {needed} addresses but {net.vpc_cidr} has {vpc.num_addresses}; "
                 "fix: widen vpc_cidr or raise gpu_subnet_mask/public_subnet_mask"
-            )
+            ]
+        return []

@@ -7,6 +7,16 @@ from constructs import Construct
 
 from gpu_constructs.acknowledge import acknowledge
 
+#: An egress rule that matches no packet (ICMP type 252 code 86 to the broadcast
+#: address), the same placeholder CDK uses for "allow no outbound traffic".
+NO_TRAFFIC_EGRESS = {
+    "CidrIp": "255.255.255.255/32",
+    "Description": "Disallow all traffic",
+    "FromPort": 252,
+    "IpProtocol": "icmp",
+    "ToPort": 86,
+}
+
 
 class EfaSecurityGroup(Construct):
     """Security group for EFA interfaces.
@@ -31,6 +41,12 @@ class EfaSecurityGroup(Construct):
         )
         self.security_group.add_ingress_rule(self.security_group, ec2.Port.all_traffic(), "EFA from group members")
         self.security_group.add_egress_rule(self.security_group, ec2.Port.all_traffic(), "EFA to group members")
+        # The self-referencing rules are separate resources, and CDK drops its
+        # "no traffic" placeholder once any egress rule exists. A group without an
+        # inline SecurityGroupEgress gets EC2's default allow-all egress, so keep the
+        # placeholder inline: the group then sends to its own members only.
+        cfn_group: ec2.CfnSecurityGroup = self.security_group.node.default_child
+        cfn_group.add_property_override("SecurityGroupEgress", [NO_TRAFFIC_EGRESS])
         acknowledge(
             self.security_group,
             "NIST.800.53.R5-EC2RestrictedCommonPorts",

@@ -33,6 +33,7 @@ class PlatformStack(Stack):
             env=AwsEnvironment(account=env.account, region=env.region),
             termination_protection=protect,
             description=description,
+            tags=dict(env.tags),  # stack tags: CloudFormation propagates them to every resource
         )
         self.config = env
         self.removal_policy = RemovalPolicy.RETAIN if protect else RemovalPolicy.DESTROY

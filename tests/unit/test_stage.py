@@ -1,0 +1,81 @@
+"""Stack naming, tags, termination protection and the rule packs, per environment."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import App, Environment, Stack
+from aws_cdk import aws_s3 as s3
+
+from config.schema import REQUIRED_TAGS
+from stacks.compliance import FAIL_ON_FINDINGS, enforce_rule_packs, rule_packs
+from tests.synth import Synth
+
+STATEFUL = ("Security", "Network")
+
+
+def test_stacks_are_named_env_dash_stack(synth: Synth) -> None:
+    for name, stack in synth.stacks.items():
+        assert name == f"{stack.env}-{stack.manifest['displayName'].split('/')[-1]}"
+        cfg = synth.environments[stack.env]
+        assert stack.manifest["environment"] == f"aws://{cfg.account}/{cfg.region}"
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_termination_protection_on_stateful_stacks_where_configured(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    assert cfg.protect_stateful_resources is (env == "prod")
+    for stack_name in STATEFUL:
+        props = synth.stack(env, stack_name).manifest["properties"]
+        assert props.get("terminationProtection", False) is cfg.protect_stateful_resources
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_stateful_resources_retained_only_in_protected_environments(synth: Synth, env: str) -> None:
+    expected = "Retain" if synth.environments[env].protect_stateful_resources else "Delete"
+    for stack_name in STATEFUL:
+        stack = synth.stack(env, stack_name)
+        for kind in ("AWS::KMS::Key", "AWS::Logs::LogGroup"):
+            for res in stack.resources(kind).values():
+                assert res["DeletionPolicy"] == expected, (stack.name, kind)
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_cost_allocation_tags_on_stacks_and_resources(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    for stack_name in STATEFUL:
+        stack = synth.stack(env, stack_name)
+        assert stack.manifest["properties"]["tags"] == cfg.tags
+        for logical_id, res in stack.json["Resources"].items():
+            tags = res.get("Properties", {}).get("Tags")
+            if isinstance(tags, list):
+                assert {t["Key"]: t["Value"] for t in tags if t["Key"] in REQUIRED_TAGS} == cfg.tags, logical_id
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_logs_key_rotates_and_serves_only_this_region_logs(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    (key,) = synth.stack(env, "Security").resources("AWS::KMS::Key").values()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    statements = key["Properties"]["KeyPolicy"]["Statement"]
+    (logs,) = [s for s in statements if s.get("Sid") == "AllowCloudWatchLogsOfThisAccount"]
+    assert logs["Principal"] == {"Service": f"logs.{cfg.region}.amazonaws.com"}
+    condition = logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]
+    assert condition == f"arn:aws:logs:{cfg.region}:{cfg.account}:log-group:*"
+
+
+def test_rule_packs_find_nothing_unacknowledged(synth: Synth) -> None:
+    for pack in rule_packs(synth.app):
+        report = pack.validate_scope(synth.app)
+        assert report.success, [
+            (v.rule_name, [c.construct_path for c in v.violating_constructs]) for v in report.violations
+        ]
+
+
+def test_a_finding_fails_synth(tmp_path) -> None:
+    """The packs are enforced: an unencrypted, unlogged bucket stops the synth."""
+    app = App(context={FAIL_ON_FINDINGS: True}, outdir=str(tmp_path))
+    stack = Stack(app, "Probe", env=Environment(account="111111111111", region="us-east-1"))
+    s3.Bucket(stack, "Unsafe")
+    enforce_rule_packs(app)
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
