@@ -93,6 +93,41 @@ class Logging(_Strict):
         return value
 
 
+class ObjectLockMode(StrEnum):
+    GOVERNANCE = "governance"
+    COMPLIANCE = "compliance"
+
+
+class TrailObjectLock(_Strict):
+    """S3 Object Lock default retention on the CloudTrail bucket (WORM audit logs)."""
+
+    mode: ObjectLockMode
+    retention_days: Annotated[int, Field(ge=1, le=3650)]
+
+
+class Audit(_Strict):
+    """CloudTrail and log bucket settings."""
+
+    log_transition_days: Annotated[int, Field(ge=1)] = 90
+    log_expiration_days: Annotated[int, Field(ge=1)] = 365
+    trail_object_lock: TrailObjectLock | None = None
+
+    @model_validator(mode="after")
+    def _lifecycle(self) -> Audit:
+        if self.log_expiration_days <= self.log_transition_days:
+            raise ValueError(
+                f"@audit.log_expiration_days: {self.log_expiration_days} is not after log_transition_days "
+                f"({self.log_transition_days}); fix: expire logs later than they move to Glacier"
+            )
+        lock = self.trail_object_lock
+        if lock and lock.retention_days > self.log_expiration_days:
+            raise ValueError(
+                f"@audit.trail_object_lock.retention_days: {lock.retention_days} outlasts log_expiration_days "
+                f"({self.log_expiration_days}); fix: lock trail logs no longer than they are kept"
+            )
+        return self
+
+
 class Environment(_Strict):
     """One deployment environment (dev, staging, prod), as its YAML file describes it."""
 
@@ -103,6 +138,7 @@ class Environment(_Strict):
     protect_stateful_resources: bool = False
     network: Network
     logging: Logging
+    audit: Audit = Audit()
     tags: dict[str, str]
 
     @field_validator("name")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import Environment as AwsEnvironment
 from aws_cdk import Stage, Tags
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from config import Environment
@@ -18,5 +19,7 @@ class PlatformStage(Stage):
         super().__init__(scope, env.name, env=AwsEnvironment(account=env.account, region=env.region))
         self.security = SecurityStack(self, "Security", env=env)
         self.network = NetworkStack(self, "Network", env=env, logs_key=self.security.logs_key)
+        # Every role of the environment, in every stack, carries the boundary.
+        iam.PermissionsBoundary.of(self).apply(self.security.boundary)
         for key, value in env.tags.items():
             Tags.of(self).add(key, value)

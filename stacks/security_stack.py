@@ -1,23 +1,94 @@
-"""SecurityStack: long-lived keys and audit resources shared by the other stacks."""
+"""SecurityStack: keys, audit trail, hardened log buckets, the node role and the permissions boundary."""
 
 from __future__ import annotations
 
+from aws_cdk import Duration
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config import Environment
-from gpu_constructs.logs_key import LogsKey
+from config.naming import ResourceNames
+from config.schema import ObjectLockMode
+from gpu_constructs.audit_trail import AuditTrail
+from gpu_constructs.hardened_bucket import AccessLogBucket, log_lifecycle
+from gpu_constructs.node_role import GpuNodeRole, NodeAccess
+from gpu_constructs.permissions_boundary import PlatformPermissionsBoundary
+from gpu_constructs.platform_keys import PlatformKeys
+from gpu_constructs.session_manager import SessionManagerLogging
 from stacks.base import PlatformStack
 
 
 class SecurityStack(PlatformStack):
-    """Customer-managed keys of the environment.
+    """Long-lived security resources of one environment.
 
     Attributes:
-        logs_key: encrypts every log group of the platform.
+        logs_key, data_key, trail_key: customer-managed keys.
+        boundary: the permissions boundary applied to every role of the environment.
+        access_log_bucket: target of every bucket's server access logs.
+        audit: the trail, its bucket and log group.
+        node_role: role and instance profile of GPU nodes.
+        sessions: Session Manager preferences document and its log group.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, env: Environment) -> None:
         super().__init__(
             scope, construct_id, env=env, stateful=True, description=f"GPU platform {env.name}: keys and audit"
         )
-        self.logs_key = LogsKey(self, "LogsKey", env_name=env.name, removal_policy=self.removal_policy).key
+        names = ResourceNames.of(env)
+        audit = env.audit
+        keys = PlatformKeys(self, "Keys", env_name=env.name, removal_policy=self.removal_policy)
+        self.logs_key, self.data_key, self.trail_key = keys.logs, keys.data, keys.trail
+        self.boundary = PlatformPermissionsBoundary(self, "Boundary", policy_name=names.permissions_boundary).policy
+
+        lifecycle = log_lifecycle(transition_days=audit.log_transition_days, expiration_days=audit.log_expiration_days)
+        self.access_log_bucket = AccessLogBucket(
+            self, "AccessLogs", lifecycle_rules=lifecycle, removal_policy=self.removal_policy
+        ).bucket
+
+        lock = audit.trail_object_lock
+        retention = None
+        if lock:
+            days = Duration.days(lock.retention_days)
+            retention = (
+                s3.ObjectLockRetention.compliance(days)
+                if lock.mode is ObjectLockMode.COMPLIANCE
+                else s3.ObjectLockRetention.governance(days)
+            )
+        self.audit = AuditTrail(
+            self,
+            "Audit",
+            trail_name=f"{names.prefix}-trail",
+            trail_key=self.trail_key,
+            logs_key=self.logs_key,
+            access_log_bucket=self.access_log_bucket,
+            lifecycle_rules=lifecycle,
+            object_lock_retention=retention,
+            log_retention=self.log_retention,
+            removal_policy=self.removal_policy,
+        )
+        # The storage stack creates the data bucket under this name.
+        self.audit.log_data_events_of(f"arn:{self.partition}:s3:::{names.data_bucket}")
+
+        self.sessions = SessionManagerLogging(
+            self,
+            "Sessions",
+            document_name=names.session_document,
+            log_group_name=names.session_log_group,
+            key=self.logs_key,
+            log_retention=self.log_retention,
+            removal_policy=self.removal_policy,
+        )
+        self.node_role = GpuNodeRole(
+            self,
+            "GpuNode",
+            access=NodeAccess(
+                data_bucket_name=names.data_bucket,
+                metrics_namespace=names.metrics_namespace,
+                node_log_group_prefix=names.node_log_group_prefix,
+                session_log_group_arn=self.sessions.log_group.log_group_arn,
+                asg_name_prefix=names.asg_name_prefix,
+                ssm_parameter_prefix=names.ssm_parameter_prefix,
+            ),
+            data_key=self.data_key,
+            logs_key=self.logs_key,
+        )

@@ -78,7 +78,7 @@ def both(*mutations: Mutation) -> Mutation:
     return mutate
 
 
-TOP_LEVEL_KEYS = "account, availability_zones, logging, name, network, protect_stateful_resources, region, tags"
+TOP_LEVEL_KEYS = "account, audit, availability_zones, logging, name, network, protect_stateful_resources, region, tags"
 NETWORK_KEYS = "egress, gpu_subnet_mask, nat_gateways, public_subnet_mask, vpc_cidr"
 RETENTIONS = "1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653"
 
@@ -282,6 +282,45 @@ DATA_CASES = [
             "fix: write true or false"
         ],
         id="protect-not-boolean",
+    ),
+    pytest.param(
+        set_("audit", {"log_transition_days": 90, "log_expiration_days": 30}),
+        [
+            "dev.yaml: audit.log_expiration_days: 30 is not after log_transition_days (90); "
+            "fix: expire logs later than they move to Glacier"
+        ],
+        id="audit-expiry-before-transition",
+    ),
+    pytest.param(
+        set_(
+            "audit",
+            {
+                "log_transition_days": 30,
+                "log_expiration_days": 90,
+                "trail_object_lock": {"mode": "compliance", "retention_days": 365},
+            },
+        ),
+        [
+            "dev.yaml: audit.trail_object_lock.retention_days: 365 outlasts log_expiration_days (90); "
+            "fix: lock trail logs no longer than they are kept"
+        ],
+        id="audit-lock-outlasts-expiry",
+    ),
+    pytest.param(
+        set_("audit", {"trail_object_lock": {"mode": "legal-hold", "retention_days": 30}}),
+        [
+            "dev.yaml: audit.trail_object_lock.mode: 'legal-hold' is invalid: Input should be 'governance' or "
+            "'compliance'; fix: use one of 'governance' or 'compliance'"
+        ],
+        id="audit-lock-mode",
+    ),
+    pytest.param(
+        set_("audit", {"log_transition_days": 0}),
+        [
+            "dev.yaml: audit.log_transition_days: 0 is invalid: Input should be greater than or equal to 1; "
+            "fix: use a value >= 1"
+        ],
+        id="audit-transition-zero",
     ),
 ]
 

@@ -173,7 +173,7 @@ def test_flow_logs_all_traffic_to_encrypted_group_with_configured_retention(synt
     assert group["RetentionInDays"] == cfg.logging.retention_days
     # the Security stack's logs key, by cross-stack reference
     assert group["KmsKeyId"]["Fn::GetStackOutput"]["StackName"] == f"{env}-Security"
-    assert "LogsKey" in group["KmsKeyId"]["Fn::GetStackOutput"]["OutputName"]
+    assert "KeysLogs" in group["KmsKeyId"]["Fn::GetStackOutput"]["OutputName"]
     # the delivery role's only grant is a managed policy on that group
     role_id = _ref(props["DeliverLogsPermissionArn"])
     policies = [p["Properties"] for p in stack.resources("AWS::IAM::ManagedPolicy").values()]

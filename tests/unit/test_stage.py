@@ -51,18 +51,6 @@ def test_cost_allocation_tags_on_stacks_and_resources(synth: Synth, env: str) ->
                 assert {t["Key"]: t["Value"] for t in tags if t["Key"] in REQUIRED_TAGS} == cfg.tags, logical_id
 
 
-@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
-def test_logs_key_rotates_and_serves_only_this_region_logs(synth: Synth, env: str) -> None:
-    cfg = synth.environments[env]
-    (key,) = synth.stack(env, "Security").resources("AWS::KMS::Key").values()
-    assert key["Properties"]["EnableKeyRotation"] is True
-    statements = key["Properties"]["KeyPolicy"]["Statement"]
-    (logs,) = [s for s in statements if s.get("Sid") == "AllowCloudWatchLogsOfThisAccount"]
-    assert logs["Principal"] == {"Service": f"logs.{cfg.region}.amazonaws.com"}
-    condition = logs["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]
-    assert condition == f"arn:aws:logs:{cfg.region}:{cfg.account}:log-group:*"
-
-
 def test_rule_packs_find_nothing_unacknowledged(synth: Synth) -> None:
     for pack in rule_packs(synth.app):
         report = pack.validate_scope(synth.app)

@@ -1,0 +1,69 @@
+"""Names of platform resources that more than one stack must agree on.
+
+Where a stack needs another stack's resource only by name (a bucket in an IAM
+statement, a log group prefix in a policy), both sides take it from here rather
+than from a cross-stack reference, so the long-lived stacks never depend on the
+short-lived ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from config.schema import Environment
+
+
+@dataclass(frozen=True)
+class ResourceNames:
+    env: str
+    account: str
+    region: str
+
+    @classmethod
+    def of(cls, env: Environment) -> ResourceNames:
+        return cls(env=env.name, account=env.account, region=env.region)
+
+    @property
+    def prefix(self) -> str:
+        """Prefix of every named resource of this environment."""
+        return f"gpu-platform-{self.env}"
+
+    @property
+    def data_bucket(self) -> str:
+        """The datasets and checkpoints bucket (created by the storage stack)."""
+        return f"{self.prefix}-data-{self.account}-{self.region}"
+
+    @property
+    def permissions_boundary(self) -> str:
+        """Managed policy applied as permissions boundary to every role of the app."""
+        return f"{self.prefix}-boundary"
+
+    @property
+    def node_log_group_prefix(self) -> str:
+        """Log groups a GPU node writes to (bootstrap, GPU health, Spot watcher)."""
+        return f"/gpu-platform/{self.env}/node/"
+
+    @property
+    def metrics_namespace(self) -> str:
+        """CloudWatch namespace of the node agent's metrics."""
+        return f"GpuPlatform/{self.env}"
+
+    @property
+    def asg_name_prefix(self) -> str:
+        """Every Auto Scaling group of the platform is named with this prefix."""
+        return f"{self.prefix}-"
+
+    @property
+    def ssm_parameter_prefix(self) -> str:
+        """SSM parameters of the environment (AMI id, file system ids, ...)."""
+        return f"/gpu-platform/{self.env}/"
+
+    @property
+    def session_log_group(self) -> str:
+        """Log group of Session Manager shell sessions."""
+        return f"/gpu-platform/{self.env}/ssm-sessions"
+
+    @property
+    def session_document(self) -> str:
+        """Session Manager preferences document operators start sessions with."""
+        return f"{self.prefix}-session"

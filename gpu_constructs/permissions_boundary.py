@@ -1,0 +1,96 @@
+"""The permissions boundary every role of the platform carries."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from gpu_constructs.acknowledge import acknowledge
+
+#: The most any role of the platform may ever do, by service. A role's own
+#: policies grant a subset of this; the boundary stops a widened role policy or a
+#: misused role from reaching IAM, Organizations, CloudTrail configuration, key
+#: policies, bucket policies or security group ingress.
+BOUNDARY_ACTIONS = [
+    # Session Manager and node registration
+    "ssm:UpdateInstanceInformation",
+    "ssm:GetParameter",
+    "ssm:GetParameters",
+    "ssm:GetParametersByPath",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+    "ec2messages:AcknowledgeMessage",
+    "ec2messages:DeleteMessage",
+    "ec2messages:FailMessage",
+    "ec2messages:GetEndpoint",
+    "ec2messages:GetMessages",
+    "ec2messages:SendReply",
+    # logs and metrics
+    "logs:CreateLogGroup",
+    "logs:CreateLogStream",
+    "logs:PutLogEvents",
+    "logs:DescribeLogGroups",
+    "logs:DescribeLogStreams",
+    "cloudwatch:PutMetricData",
+    # data
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListBucket",
+    "s3:GetBucketLocation",
+    "kms:Decrypt",
+    "kms:Encrypt",
+    "kms:ReEncryptFrom",
+    "kms:ReEncryptTo",
+    "kms:GenerateDataKey",
+    "kms:GenerateDataKeyWithoutPlaintext",
+    "kms:DescribeKey",
+    # fleets: lifecycle hooks and health
+    "autoscaling:CompleteLifecycleAction",
+    "autoscaling:RecordLifecycleActionHeartbeat",
+    "autoscaling:SetInstanceHealth",
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeAutoScalingGroups",
+    # read-only describes
+    "ec2:DescribeInstances",
+    "ec2:DescribeTags",
+    "ec2:DescribeVolumes",
+    "ec2:DescribeSecurityGroups",
+    "fsx:DescribeFileSystems",
+    # CDK's custom resource that strips the VPC's default security group
+    "ec2:RevokeSecurityGroupIngress",
+    "ec2:RevokeSecurityGroupEgress",
+]
+
+
+class PlatformPermissionsBoundary(Construct):
+    """A named customer-managed policy used as permissions boundary.
+
+    Attributes:
+        policy: the managed policy; ``iam.PermissionsBoundary.of(scope).apply(policy)``.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, policy_name: str) -> None:
+        super().__init__(scope, construct_id)
+        self.policy = iam.ManagedPolicy(
+            self,
+            "Policy",
+            managed_policy_name=policy_name,
+            description="Permissions boundary of every GPU platform role: the most any of them may do",
+            statements=[
+                iam.PolicyStatement(
+                    sid="PlatformCeiling",
+                    actions=sorted(BOUNDARY_ACTIONS),
+                    resources=["*"],
+                )
+            ],
+        )
+        acknowledge(
+            self.policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "This policy is only a permissions boundary: it grants nothing, it caps each role, whose own "
+            "policies scope the resources.",
+        )

@@ -1,0 +1,111 @@
+"""Customer-managed KMS keys of one environment, each granted only to what uses it."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+#: What a service needs to encrypt and decrypt with a key it was granted.
+_USE = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"]
+
+
+class PlatformKeys(Construct):
+    """Three keys, rotation on, 30-day deletion window.
+
+    The key policies keep CDK's default account statement (IAM policies of this
+    account decide who else may use a key) and add only the service principals
+    that must use each key without an IAM role of ours:
+
+    - ``logs``: CloudWatch Logs of this account and region, for every log group.
+    - ``data``: the Auto Scaling service-linked role, which encrypts the GPU
+      nodes' EBS volumes with this key when it launches them (without the grant
+      the launch fails); the data bucket and FSx use it through IAM grants.
+    - ``trail``: CloudTrail, for this account's trails only.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, env_name: str, removal_policy: RemovalPolicy) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.logs = self._key("Logs", env_name, "CloudWatch Logs", removal_policy)
+        self.data = self._key("Data", env_name, "data bucket, FSx for Lustre, EBS volumes", removal_policy)
+        self.trail = self._key("Trail", env_name, "CloudTrail", removal_policy)
+
+        self.logs.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchLogsOfThisAccount",
+                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+                actions=[a for a in _USE if a != "kms:DescribeKey"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:*"
+                    }
+                },
+            )
+        )
+        self.logs.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchLogsDescribesKey",  # DescribeKey carries no encryption context
+                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+                actions=["kms:DescribeKey"],
+                resources=["*"],
+            )
+        )
+
+        autoscaling_role = iam.ArnPrincipal(
+            f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+        )
+        self.data.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AutoScalingEncryptsNodeVolumes",
+                principals=[autoscaling_role],
+                actions=_USE,
+                resources=["*"],
+            )
+        )
+        self.data.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AutoScalingGrantsForAttachedVolumes",
+                principals=[autoscaling_role],
+                actions=["kms:CreateGrant"],
+                resources=["*"],
+                conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            )
+        )
+
+        trail_arns = f"arn:{stack.partition}:cloudtrail:*:{stack.account}:trail/*"
+        cloudtrail = iam.ServicePrincipal("cloudtrail.amazonaws.com")
+        self.trail.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudTrailEncryptsThisAccountsTrails",
+                principals=[cloudtrail],
+                actions=["kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={
+                    "StringLike": {"kms:EncryptionContext:aws:cloudtrail:arn": trail_arns},
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                },
+            )
+        )
+        self.trail.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudTrailDescribesKey",
+                principals=[cloudtrail],
+                actions=["kms:DescribeKey"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+            )
+        )
+
+    def _key(self, construct_id: str, env_name: str, purpose: str, removal_policy: RemovalPolicy) -> kms.Key:
+        return kms.Key(
+            self,
+            construct_id,
+            alias=f"alias/gpu-platform/{env_name}/{construct_id.lower()}",
+            description=f"GPU platform {env_name}: {purpose}",
+            enable_key_rotation=True,
+            pending_window=Duration.days(30),
+            removal_policy=removal_policy,
+        )

@@ -1,0 +1,300 @@
+"""Security and audit: keys, trail, buckets, the node role, the boundary, no SSH."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.naming import ResourceNames
+from tests.synth import StackTemplate, Synth
+
+ENVS = ["dev", "staging", "prod"]
+
+
+def security(synth: Synth, env: str) -> StackTemplate:
+    return synth.stack(env, "Security")
+
+
+def _one(stack: StackTemplate, type_: str, contains: str) -> tuple[str, dict]:
+    (match,) = [(k, v) for k, v in stack.resources(type_).items() if contains in k]
+    return match
+
+
+def _statements(policy: dict) -> dict[str, dict]:
+    return {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_three_keys_with_rotation(synth: Synth, env: str) -> None:
+    keys = security(synth, env).resources("AWS::KMS::Key")
+    assert sorted(k.split("Keys")[1][:4] for k in keys) == ["Data", "Logs", "Trai"]
+    for key in keys.values():
+        assert key["Properties"]["EnableKeyRotation"] is True
+        assert key["Properties"]["PendingWindowInDays"] == 30
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_key_policies_grant_only_their_users(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    stack = security(synth, env)
+    policies = {
+        k: {s.get("Sid"): s for s in v["Properties"]["KeyPolicy"]["Statement"]}
+        for k, v in stack.resources("AWS::KMS::Key").items()
+    }
+    account_root = {"AWS": f"arn:aws:iam::{cfg.account}:root"}
+    for statements in policies.values():
+        (admin,) = [s for s in statements.values() if s["Principal"] == account_root]
+        assert admin["Action"] == "kms:*"
+    (logs,) = [p for k, p in policies.items() if "KeysLogs" in k]
+    (data,) = [p for k, p in policies.items() if "KeysData" in k]
+    (trail,) = [p for k, p in policies.items() if "KeysTrail" in k]
+    assert logs["CloudWatchLogsOfThisAccount"]["Principal"] == {"Service": f"logs.{cfg.region}.amazonaws.com"}
+    assert set(logs) == {None, "CloudWatchLogsOfThisAccount", "CloudWatchLogsDescribesKey"}
+    slr = f"arn:aws:iam::{cfg.account}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+    assert data["AutoScalingEncryptsNodeVolumes"]["Principal"] == {"AWS": slr}
+    assert data["AutoScalingGrantsForAttachedVolumes"]["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    assert set(data) == {None, "AutoScalingEncryptsNodeVolumes", "AutoScalingGrantsForAttachedVolumes"}
+    encrypt = trail["CloudTrailEncryptsThisAccountsTrails"]
+    assert encrypt["Principal"] == {"Service": "cloudtrail.amazonaws.com"}
+    assert encrypt["Condition"]["StringLike"] == {
+        "kms:EncryptionContext:aws:cloudtrail:arn": f"arn:aws:cloudtrail:*:{cfg.account}:trail/*"
+    }
+    assert set(trail) == {None, "CloudTrailEncryptsThisAccountsTrails", "CloudTrailDescribesKey"}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_trail(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    stack = security(synth, env)
+    (trail,) = stack.resources("AWS::CloudTrail::Trail").values()
+    props = trail["Properties"]
+    assert props["IsMultiRegionTrail"] is True
+    assert props["IncludeGlobalServiceEvents"] is True
+    assert props["EnableLogFileValidation"] is True
+    assert props["IsLogging"] is True
+    assert props["KMSKeyId"] == {
+        "Fn::GetAtt": [next(k for k in stack.resources("AWS::KMS::Key") if "Trail" in k), "Arn"]
+    }
+    assert props["S3BucketName"] == {
+        "Ref": next(k for k in stack.resources("AWS::S3::Bucket") if k.startswith("AuditBucket"))
+    }
+    group_id = props["CloudWatchLogsLogGroupArn"]["Fn::GetAtt"][0]
+    group = stack.json["Resources"][group_id]["Properties"]
+    assert "KmsKeyId" in group and group["RetentionInDays"] == cfg.logging.retention_days
+    data_bucket = ResourceNames.of(cfg).data_bucket
+    assert props["EventSelectors"] == [
+        {"IncludeManagementEvents": True, "ReadWriteType": "All"},  # management events, read and write
+        {
+            "DataResources": [{"Type": "AWS::S3::Object", "Values": [f"arn:aws:s3:::{data_bucket}/"]}],
+            "IncludeManagementEvents": False,
+            "ReadWriteType": "All",
+        },
+    ]
+
+
+def _bucket_policy(stack: StackTemplate, bucket_id: str) -> list[dict]:
+    (policy,) = [
+        p for p in stack.resources("AWS::S3::BucketPolicy").values() if p["Properties"]["Bucket"] == {"Ref": bucket_id}
+    ]
+    return policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_bucket_is_hardened(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    for stack in (s for s in synth.stacks.values() if s.env == env):
+        buckets = stack.resources("AWS::S3::Bucket")
+        access_logs = [k for k in buckets if k.startswith("AccessLogs")]
+        for bucket_id, bucket in buckets.items():
+            props = bucket["Properties"]
+            assert props["PublicAccessBlockConfiguration"] == {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            }
+            assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+            assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+            (sse,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+            if bucket_id in access_logs:
+                # S3 server access logs can only be delivered to SSE-S3 buckets.
+                assert sse["ServerSideEncryptionByDefault"] == {"SSEAlgorithm": "AES256"}
+                assert "LoggingConfiguration" not in props
+            else:
+                assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+                assert "KMSMasterKeyID" in sse["ServerSideEncryptionByDefault"]
+                assert props["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": access_logs[0]}
+            statements = _bucket_policy(stack, bucket_id)
+            denies = [s for s in statements if s["Effect"] == "Deny"]
+            assert {"Bool": {"aws:SecureTransport": "false"}} in [s["Condition"] for s in denies]
+            assert {"NumericLessThan": {"s3:TlsVersion": 1.2}} in [s["Condition"] for s in denies]
+            rule = props["LifecycleConfiguration"]["Rules"][0]
+            assert rule["ExpirationInDays"] == cfg.audit.log_expiration_days
+            assert rule["Transitions"] == [
+                {"StorageClass": "GLACIER_IR", "TransitionInDays": cfg.audit.log_transition_days}
+            ]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_trail_bucket_object_lock_only_where_configured(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    (bucket,) = [v for k, v in security(synth, env).resources("AWS::S3::Bucket").items() if k.startswith("AuditBucket")]
+    lock = cfg.audit.trail_object_lock
+    if lock is None:
+        assert "ObjectLockEnabled" not in bucket["Properties"]
+    else:
+        assert bucket["Properties"]["ObjectLockEnabled"] is True
+        assert bucket["Properties"]["ObjectLockConfiguration"]["Rule"]["DefaultRetention"] == {
+            "Mode": lock.mode.value.upper(),
+            "Days": lock.retention_days,
+        }
+    assert (env == "prod") is (lock is not None)
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_node_role_statements(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    names = ResourceNames.of(cfg)
+    stack = security(synth, env)
+    (role_id,) = [k for k in stack.resources("AWS::IAM::Role") if k.startswith("GpuNodeRole")]
+    role = stack.json["Resources"][role_id]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"] == [
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}}
+    ]
+    assert "Policies" not in role and "ManagedPolicyArns" not in role  # AWS managed policies: none
+    policies = {
+        k.split("GpuNode")[1]: v["Properties"]
+        for k, v in stack.resources("AWS::IAM::ManagedPolicy").items()
+        if k.startswith("GpuNode")
+    }
+    assert sorted(p[:8] for p in policies) == ["CloudWat", "DataBuck", "FleetLif", "SessionM"]
+    for policy in policies.values():
+        assert policy["Roles"] == [{"Ref": role_id}]
+    by_name = {k[:8]: _statements(v) for k, v in policies.items()}
+    arn_prefix = f"arn:aws:{{}}:{cfg.region}:{cfg.account}"
+
+    metrics = by_name["CloudWat"]["PlatformMetricsOnly"]
+    assert metrics["Action"] == "cloudwatch:PutMetricData"
+    assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": names.metrics_namespace}}
+    assert (
+        by_name["CloudWat"]["NodeLogGroups"]["Resource"]
+        == f"{arn_prefix.format('logs')}:log-group:{names.node_log_group_prefix}*"
+    )
+
+    data = by_name["DataBuck"]
+    bucket = f"arn:aws:s3:::{names.data_bucket}"
+    assert sorted(data["ReadDatasetsAndCheckpoints"]["Resource"]) == [f"{bucket}/checkpoints/*", f"{bucket}/datasets/*"]
+    assert data["WriteCheckpoints"]["Resource"] == f"{bucket}/checkpoints/*"
+    assert data["ListOwnPrefixes"]["Condition"] == {"StringLike": {"s3:prefix": ["datasets/*", "checkpoints/*"]}}
+    assert data["DataKeyThroughS3"]["Condition"] == {
+        "StringEquals": {"kms:ViaService": f"s3.{cfg.region}.amazonaws.com"}
+    }
+
+    fleet = by_name["FleetLif"]
+    assert sorted(fleet["OwnGroupsOnly"]["Action"]) == [
+        "autoscaling:CompleteLifecycleAction",
+        "autoscaling:RecordLifecycleActionHeartbeat",
+        "autoscaling:SetInstanceHealth",
+    ]
+    assert fleet["OwnGroupsOnly"]["Resource"] == (
+        f"{arn_prefix.format('autoscaling')}:autoScalingGroup:*:autoScalingGroupName/{names.asg_name_prefix}*"
+    )
+    assert all(a.split(":")[1].startswith("Describe") for a in fleet["ReadOnlyDescribe"]["Action"])
+
+    session = by_name["SessionM"]
+    assert session["SessionChannels"]["Condition"] == {"StringEquals": {"aws:RequestedRegion": cfg.region}}
+    (doc,) = stack.resources("AWS::SSM::Document").values()
+    session_group = doc["Properties"]["Content"]["inputs"]["cloudWatchLogGroupName"]["Ref"]
+    assert session["SessionLogs"]["Resource"] == {"Fn::GetAtt": [session_group, "Arn"]}
+
+
+_READ_ONLY_PREFIXES = ("Describe", "Get", "List")
+
+
+def test_no_wildcard_action_and_no_unconditioned_star_on_writes(synth: Synth) -> None:
+    """No Action "*"; Resource "*" on a write only where the API has no resource type, with a condition."""
+    allowed_unscoped_writes = {
+        # PutMetricData: no resource type; held to the platform namespace by a condition.
+        "cloudwatch:PutMetricData",
+        # Session Manager channels: no resource types; held to the region by a condition.
+        *(
+            f"ssmmessages:{a}"
+            for a in ("CreateControlChannel", "CreateDataChannel", "OpenControlChannel", "OpenDataChannel")
+        ),
+        *(
+            f"ec2messages:{a}"
+            for a in ("AcknowledgeMessage", "DeleteMessage", "FailMessage", "GetEndpoint", "GetMessages", "SendReply")
+        ),
+    }
+    for stack in synth.stacks.values():
+        for logical_id, res in stack.json["Resources"].items():
+            if res["Type"] not in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
+                continue
+            if logical_id.startswith("BoundaryPolicy"):
+                continue  # a boundary grants nothing (checked below)
+            for st in res["Properties"]["PolicyDocument"]["Statement"]:
+                actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+                assert "*" not in actions, (stack.name, logical_id)
+                if st.get("Resource") == "*" or st.get("Resource") == ["*"]:
+                    for action in actions:
+                        if action.split(":")[1].startswith(_READ_ONLY_PREFIXES):
+                            continue
+                        assert action in allowed_unscoped_writes, (stack.name, logical_id, action)
+                        assert st.get("Condition"), (stack.name, logical_id, action)
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_role_carries_the_boundary(synth: Synth, env: str) -> None:
+    boundary_id = next(
+        k for k in security(synth, env).resources("AWS::IAM::ManagedPolicy") if k.startswith("BoundaryPolicy")
+    )
+    boundary = security(synth, env).json["Resources"][boundary_id]["Properties"]
+    assert boundary["ManagedPolicyName"] == ResourceNames.of(synth.environments[env]).permissions_boundary
+    (ceiling,) = boundary["PolicyDocument"]["Statement"]
+    assert ceiling["Effect"] == "Allow"
+    assert not any(a.startswith(("iam:", "organizations:", "cloudtrail:", "sts:")) for a in ceiling["Action"])
+    assert not any(a.endswith("*") for a in ceiling["Action"])
+    roles = 0
+    for stack in (s for s in synth.stacks.values() if s.env == env):
+        for logical_id, res in stack.resources("AWS::IAM::Role").items():
+            roles += 1
+            pb = res["Properties"]["PermissionsBoundary"]
+            if stack.name.endswith("-Security"):
+                assert pb == {"Ref": boundary_id}, logical_id
+            else:
+                assert pb["Fn::GetStackOutput"]["StackName"] == f"{env}-Security", logical_id
+    assert roles >= 4
+
+
+def test_no_ssh_anywhere(synth: Synth) -> None:
+    for stack in synth.stacks.values():
+        assert stack.resources("AWS::EC2::KeyPair") == {}
+        for res in stack.json["Resources"].values():
+            props = res.get("Properties", {})
+            assert "KeyName" not in props and "KeyName" not in props.get("LaunchTemplateData", {})
+            rules = []
+            if res["Type"] == "AWS::EC2::SecurityGroup":
+                rules = props.get("SecurityGroupIngress", [])
+            elif res["Type"] == "AWS::EC2::SecurityGroupIngress":
+                rules = [props]
+            for rule in rules:
+                if rule["IpProtocol"] in ("tcp", "6"):
+                    assert not rule["FromPort"] <= 22 <= rule["ToPort"], stack.name
+                # all-traffic rules exist only between members of one group, never from an address range
+                if rule["IpProtocol"] == "-1":
+                    assert "CidrIp" not in rule and "CidrIpv6" not in rule, stack.name
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_session_manager_logs_to_encrypted_group(synth: Synth, env: str) -> None:
+    stack = security(synth, env)
+    (doc,) = stack.resources("AWS::SSM::Document").values()
+    props = doc["Properties"]
+    assert props["DocumentType"] == "Session"
+    assert props["Name"] == ResourceNames.of(synth.environments[env]).session_document
+    inputs = props["Content"]["inputs"]
+    assert inputs["cloudWatchEncryptionEnabled"] is True and inputs["cloudWatchStreamingEnabled"] is True
+    assert inputs["runAsEnabled"] is False
+    group_id = inputs["cloudWatchLogGroupName"]["Ref"]
+    group = stack.json["Resources"][group_id]["Properties"]
+    assert group["LogGroupName"] == ResourceNames.of(synth.environments[env]).session_log_group
+    assert "KmsKeyId" in group
