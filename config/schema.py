@@ -11,7 +11,10 @@ import re
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from config.base import Strict
+from config.storage import Storage
 
 #: Retention periods CloudWatch Logs accepts (PutRetentionPolicy), in days.
 LOG_RETENTION_DAYS = (
@@ -28,12 +31,6 @@ _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 _ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{1,15}$")
 
 
-class _Strict(BaseModel):
-    """Frozen, and unknown keys are errors (a typo must not be silently ignored)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 class EgressMode(StrEnum):
     """How GPU subnets reach AWS APIs and the internet."""
 
@@ -44,7 +41,7 @@ class EgressMode(StrEnum):
     """No internet gateway and no NAT: AWS APIs through VPC endpoints only."""
 
 
-class Network(_Strict):
+class Network(Strict):
     vpc_cidr: str
     egress: EgressMode
     nat_gateways: Annotated[int, Field(ge=0)] = 0
@@ -81,7 +78,7 @@ class Network(_Strict):
         return self
 
 
-class Logging(_Strict):
+class Logging(Strict):
     retention_days: int
 
     @field_validator("retention_days")
@@ -98,14 +95,14 @@ class ObjectLockMode(StrEnum):
     COMPLIANCE = "compliance"
 
 
-class TrailObjectLock(_Strict):
+class TrailObjectLock(Strict):
     """S3 Object Lock default retention on the CloudTrail bucket (WORM audit logs)."""
 
     mode: ObjectLockMode
     retention_days: Annotated[int, Field(ge=1, le=3650)]
 
 
-class Audit(_Strict):
+class Audit(Strict):
     """CloudTrail and log bucket settings."""
 
     log_transition_days: Annotated[int, Field(ge=1)] = 90
@@ -128,7 +125,7 @@ class Audit(_Strict):
         return self
 
 
-class Environment(_Strict):
+class Environment(Strict):
     """One deployment environment (dev, staging, prod), as its YAML file describes it."""
 
     name: str
@@ -139,6 +136,7 @@ class Environment(_Strict):
     network: Network
     logging: Logging
     audit: Audit = Audit()
+    storage: Storage
     tags: dict[str, str]
 
     @field_validator("name")
@@ -184,7 +182,12 @@ class Environment(_Strict):
     def _cross_field(self) -> Environment:
         # Each problem names its own field path ("@path: message"); config.loader
         # reports one line per problem.
-        problems = [*self._zone_problems(), *self._tag_problems(), *self._network_problems()]
+        problems = [
+            *self._zone_problems(),
+            *self._tag_problems(),
+            *self._network_problems(),
+            *self._storage_problems(),
+        ]
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -204,6 +207,15 @@ class Environment(_Strict):
                 )
             seen.setdefault(zone, i)
         return problems
+
+    def _storage_problems(self) -> list[str]:
+        zone = self.storage.file_system.availability_zone
+        if zone not in self.availability_zones:
+            return [
+                f"@storage.file_system.availability_zone: {zone!r} is not one of this environment's zones; "
+                f"fix: use one of {', '.join(self.availability_zones)}"
+            ]
+        return []
 
     def _tag_problems(self) -> list[str]:
         if self.tags["Environment"] != self.name:

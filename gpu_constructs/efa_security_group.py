@@ -6,16 +6,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from gpu_constructs.acknowledge import acknowledge
-
-#: An egress rule that matches no packet (ICMP type 252 code 86 to the broadcast
-#: address), the same placeholder CDK uses for "allow no outbound traffic".
-NO_TRAFFIC_EGRESS = {
-    "CidrIp": "255.255.255.255/32",
-    "Description": "Disallow all traffic",
-    "FromPort": 252,
-    "IpProtocol": "icmp",
-    "ToPort": 86,
-}
+from gpu_constructs.security_groups import keep_default_egress_closed
 
 
 class EfaSecurityGroup(Construct):
@@ -41,12 +32,7 @@ class EfaSecurityGroup(Construct):
         )
         self.security_group.add_ingress_rule(self.security_group, ec2.Port.all_traffic(), "EFA from group members")
         self.security_group.add_egress_rule(self.security_group, ec2.Port.all_traffic(), "EFA to group members")
-        # The self-referencing rules are separate resources, and CDK drops its
-        # "no traffic" placeholder once any egress rule exists. A group without an
-        # inline SecurityGroupEgress gets EC2's default allow-all egress, so keep the
-        # placeholder inline: the group then sends to its own members only.
-        cfn_group: ec2.CfnSecurityGroup = self.security_group.node.default_child
-        cfn_group.add_property_override("SecurityGroupEgress", [NO_TRAFFIC_EGRESS])
+        keep_default_egress_closed(self.security_group)
         acknowledge(
             self.security_group,
             "NIST.800.53.R5-EC2RestrictedCommonPorts",

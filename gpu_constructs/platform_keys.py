@@ -21,7 +21,8 @@ class PlatformKeys(Construct):
     - ``logs``: CloudWatch Logs of this account and region, for every log group.
     - ``data``: the Auto Scaling service-linked role, which encrypts the GPU
       nodes' EBS volumes with this key when it launches them (without the grant
-      the launch fails); the data bucket and FSx use it through IAM grants.
+      the launch fails), and FSx for Lustre's per-file-system S3 roles, which
+      import from and export to the data bucket through S3.
     - ``trail``: CloudTrail, for this account's trails only.
     """
 
@@ -72,6 +73,28 @@ class PlatformKeys(Construct):
                 actions=["kms:CreateGrant"],
                 resources=["*"],
                 conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            )
+        )
+
+        # FSx for Lustre reads and writes the SSE-KMS data bucket through a service-linked
+        # role made per file system (AWSServiceRoleForFSxS3Access_fs-...), unknown until
+        # the file system exists: match it by ARN pattern, through S3, from this account.
+        self.data.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="FsxLinkedRolesUseDataBucket",
+                principals=[iam.AnyPrincipal()],
+                actions=["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "aws:PrincipalArn": f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/"
+                        "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
+                    },
+                    "StringEquals": {
+                        "kms:CallerAccount": stack.account,
+                        "kms:ViaService": f"s3.{stack.region}.amazonaws.com",
+                    },
+                },
             )
         )
 

@@ -7,13 +7,15 @@ from constructs import Construct
 
 from config import EgressMode, Environment
 from gpu_constructs.efa_security_group import EfaSecurityGroup
+from gpu_constructs.node_security_group import NodeSecurityGroup
 from gpu_constructs.platform_vpc import PlatformVpc
 from gpu_constructs.vpc_endpoints import InterfaceEndpoints, S3GatewayEndpoint
 from stacks.base import PlatformStack
 
 
 class NetworkStack(PlatformStack):
-    """Attributes: ``vpc``, ``gpu_subnets``, ``efa_security_group``, ``endpoint_security_group`` (isolated mode)."""
+    """Attributes: ``vpc``, ``gpu_subnets``, ``efa_security_group``, ``node_security_group``,
+    ``endpoint_security_group`` (isolated mode)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, env: Environment, logs_key: kms.IKey) -> None:
         super().__init__(scope, construct_id, env=env, stateful=True, description=f"GPU platform {env.name}: network")
@@ -40,3 +42,4 @@ class NetworkStack(PlatformStack):
             )
             self.endpoint_security_group = endpoints.security_group
         self.efa_security_group = EfaSecurityGroup(self, "Efa", vpc=self.vpc).security_group
+        self.node_security_group = NodeSecurityGroup(self, "Nodes", vpc=self.vpc).security_group

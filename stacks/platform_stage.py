@@ -10,6 +10,7 @@ from constructs import Construct
 from config import Environment
 from stacks.network_stack import NetworkStack
 from stacks.security_stack import SecurityStack
+from stacks.storage_stack import StorageStack
 
 
 class PlatformStage(Stage):
@@ -19,6 +20,15 @@ class PlatformStage(Stage):
         super().__init__(scope, env.name, env=AwsEnvironment(account=env.account, region=env.region))
         self.security = SecurityStack(self, "Security", env=env)
         self.network = NetworkStack(self, "Network", env=env, logs_key=self.security.logs_key)
+        self.storage = StorageStack(
+            self,
+            "Storage",
+            env=env,
+            vpc=self.network.vpc,
+            node_security_group=self.network.node_security_group,
+            data_key=self.security.data_key,
+            access_log_bucket=self.security.access_log_bucket,
+        )
         # Every role of the environment, in every stack, carries the boundary.
         iam.PermissionsBoundary.of(self).apply(self.security.boundary)
         for key, value in env.tags.items():

@@ -39,7 +39,9 @@ def test_cdk_synth_one_environment_without_credentials(tmp_path: Path) -> None:
     manifest = json.loads((out / "assembly-dev" / "manifest.json").read_text())
     assert "missing" not in manifest, "synth must make no context lookups"
     templates = sorted(p.name for p in (out / "assembly-dev").glob("*.template.json"))
-    assert len(templates) == 2
+    stacks = [a for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"]
+    assert sorted(a["properties"]["templateFile"] for a in stacks) == templates
+    assert {a["properties"]["stackName"] for a in stacks} >= {"dev-Security", "dev-Network", "dev-Storage"}
     lint = subprocess.run(
         [str(Path(sys.executable).parent / "cfn-lint"), *map(str, (out / "assembly-dev").glob("*.template.json"))],
         cwd=ROOT,

@@ -52,7 +52,22 @@ def test_key_policies_grant_only_their_users(synth: Synth, env: str) -> None:
     slr = f"arn:aws:iam::{cfg.account}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
     assert data["AutoScalingEncryptsNodeVolumes"]["Principal"] == {"AWS": slr}
     assert data["AutoScalingGrantsForAttachedVolumes"]["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
-    assert set(data) == {None, "AutoScalingEncryptsNodeVolumes", "AutoScalingGrantsForAttachedVolumes"}
+    assert set(data) == {
+        None,
+        "AutoScalingEncryptsNodeVolumes",
+        "AutoScalingGrantsForAttachedVolumes",
+        "FsxLinkedRolesUseDataBucket",
+    }
+    fsx = data["FsxLinkedRolesUseDataBucket"]
+    assert fsx["Principal"] == {"AWS": "*"}
+    assert fsx["Condition"]["ArnLike"] == {
+        "aws:PrincipalArn": f"arn:aws:iam::{cfg.account}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+        "AWSServiceRoleForFSxS3Access_*"
+    }
+    assert fsx["Condition"]["StringEquals"] == {
+        "kms:CallerAccount": cfg.account,
+        "kms:ViaService": f"s3.{cfg.region}.amazonaws.com",
+    }
     encrypt = trail["CloudTrailEncryptsThisAccountsTrails"]
     assert encrypt["Principal"] == {"Service": "cloudtrail.amazonaws.com"}
     assert encrypt["Condition"]["StringLike"] == {
@@ -122,16 +137,25 @@ def test_every_bucket_is_hardened(synth: Synth, env: str) -> None:
             else:
                 assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
                 assert "KMSMasterKeyID" in sse["ServerSideEncryptionByDefault"]
-                assert props["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": access_logs[0]}
+                destination = props["LoggingConfiguration"]["DestinationBucketName"]
+                if access_logs:
+                    assert destination == {"Ref": access_logs[0]}
+                else:  # another stack's bucket: the Security stack's access log bucket
+                    assert destination["Fn::GetStackOutput"]["StackName"] == f"{env}-Security"
+                    assert "AccessLogsBucket" in destination["Fn::GetStackOutput"]["OutputName"]
             statements = _bucket_policy(stack, bucket_id)
             denies = [s for s in statements if s["Effect"] == "Deny"]
             assert {"Bool": {"aws:SecureTransport": "false"}} in [s["Condition"] for s in denies]
             assert {"NumericLessThan": {"s3:TlsVersion": 1.2}} in [s["Condition"] for s in denies]
             rule = props["LifecycleConfiguration"]["Rules"][0]
-            assert rule["ExpirationInDays"] == cfg.audit.log_expiration_days
-            assert rule["Transitions"] == [
-                {"StorageClass": "GLACIER_IR", "TransitionInDays": cfg.audit.log_transition_days}
-            ]
+            assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+            if bucket_id.startswith(("AccessLogs", "AuditBucket")):  # log buckets: retention from config
+                assert rule["ExpirationInDays"] == cfg.audit.log_expiration_days
+                assert rule["Transitions"] == [
+                    {"StorageClass": "GLACIER_IR", "TransitionInDays": cfg.audit.log_transition_days}
+                ]
+            else:  # the data bucket keeps its objects; old versions go after 30 days
+                assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
 
 
 @pytest.mark.parametrize("env", ENVS)

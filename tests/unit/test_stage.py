@@ -10,7 +10,7 @@ from config.schema import REQUIRED_TAGS
 from stacks.compliance import FAIL_ON_FINDINGS, enforce_rule_packs, rule_packs
 from tests.synth import Synth
 
-STATEFUL = ("Security", "Network")
+STATEFUL = ("Security", "Network", "Storage")
 
 
 def test_stacks_are_named_env_dash_stack(synth: Synth) -> None:

@@ -1,0 +1,27 @@
+"""Helpers for security groups whose rules all name other groups."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_ec2 as ec2
+
+#: An egress rule that matches no packet (ICMP type 252 code 86 to the broadcast
+#: address), the same placeholder CDK uses for "allow no outbound traffic".
+NO_TRAFFIC_EGRESS = {
+    "CidrIp": "255.255.255.255/32",
+    "Description": "Disallow all traffic",
+    "FromPort": 252,
+    "IpProtocol": "icmp",
+    "ToPort": 86,
+}
+
+
+def keep_default_egress_closed(group: ec2.SecurityGroup) -> None:
+    """Stop EC2 from giving ``group`` its default allow-all egress rule.
+
+    Rules that reference a group are separate resources, and CDK drops its
+    "no traffic" placeholder once any egress rule exists. A group without an
+    inline SecurityGroupEgress gets EC2's default 0.0.0.0/0 egress, so the
+    placeholder is kept inline: the group then sends only what its rules allow.
+    """
+    cfn_group: ec2.CfnSecurityGroup = group.node.default_child
+    cfn_group.add_property_override("SecurityGroupEgress", [NO_TRAFFIC_EGRESS])
