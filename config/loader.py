@@ -69,6 +69,15 @@ def _field_path(loc: Iterable[Any]) -> str:
     return out or "(top level)"
 
 
+def _join(base: str, relative: str) -> str:
+    """``fleets[0]`` + ``capacity.min`` -> ``fleets[0].capacity.min``; ``[1]`` appends an index."""
+    if not relative:
+        return base
+    if base == "(top level)":
+        return relative
+    return base + relative if relative.startswith("[") else f"{base}.{relative}"
+
+
 def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | None:
     """The pydantic model class that holds the field at ``loc`` (for listing known keys)."""
     current: Any = model
@@ -131,10 +140,10 @@ def _describe(err: dict[str, Any], model: type[BaseModel]) -> list[tuple[str, st
     if kind == "value_error":
         out = []
         for text in str(err["ctx"]["error"]).split("\n"):
-            # Cross-field rules name their own field: "@path: message".
+            # Cross-field rules name their field relative to the model that ran them: "@path: message".
             if text.startswith("@"):
-                path, _, text = text[1:].partition(": ")
-                out.append((path, text))
+                relative, _, text = text[1:].partition(": ")
+                out.append((_join(_field_path(loc), relative), text))
             else:
                 out.append((_field_path(loc), text))
         return out

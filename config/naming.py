@@ -59,6 +59,17 @@ class ResourceNames:
         return f"/gpu-platform/{self.env}/"
 
     @property
+    def ami_parameter(self) -> str:
+        """The AMI id fleets launch from: written by the image pipeline, read at deploy time."""
+        return f"{self.ssm_parameter_prefix}ami/latest"
+
+    def asg_name(self, fleet: str) -> str:
+        return f"{self.asg_name_prefix}{fleet}"
+
+    def node_log_group(self, log: str) -> str:
+        return f"{self.node_log_group_prefix}{log}"
+
+    @property
     def session_log_group(self) -> str:
         """Log group of Session Manager shell sessions."""
         return f"/gpu-platform/{self.env}/ssm-sessions"

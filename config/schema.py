@@ -14,6 +14,9 @@ from typing import Annotated
 from pydantic import Field, field_validator, model_validator
 
 from config.base import Strict
+from config.fleets import Fleet
+from config.image import Image
+from config.notifications import Notifications
 from config.storage import Storage
 
 #: Retention periods CloudWatch Logs accepts (PutRetentionPolicy), in days.
@@ -113,13 +116,13 @@ class Audit(Strict):
     def _lifecycle(self) -> Audit:
         if self.log_expiration_days <= self.log_transition_days:
             raise ValueError(
-                f"@audit.log_expiration_days: {self.log_expiration_days} is not after log_transition_days "
+                f"@log_expiration_days: {self.log_expiration_days} is not after log_transition_days "
                 f"({self.log_transition_days}); fix: expire logs later than they move to Glacier"
             )
         lock = self.trail_object_lock
         if lock and lock.retention_days > self.log_expiration_days:
             raise ValueError(
-                f"@audit.trail_object_lock.retention_days: {lock.retention_days} outlasts log_expiration_days "
+                f"@trail_object_lock.retention_days: {lock.retention_days} outlasts log_expiration_days "
                 f"({self.log_expiration_days}); fix: lock trail logs no longer than they are kept"
             )
         return self
@@ -137,6 +140,9 @@ class Environment(Strict):
     logging: Logging
     audit: Audit = Audit()
     storage: Storage
+    fleets: list[Fleet] = Field(default_factory=list)
+    image: Image = Image()
+    notifications: Notifications = Notifications()
     tags: dict[str, str]
 
     @field_validator("name")
@@ -182,12 +188,14 @@ class Environment(Strict):
     def _cross_field(self) -> Environment:
         # Each problem names its own field path ("@path: message"); config.loader
         # reports one line per problem.
-        problems = [
-            *self._zone_problems(),
-            *self._tag_problems(),
-            *self._network_problems(),
-            *self._storage_problems(),
-        ]
+        zone_problems = self._zone_problems()
+        problems = [*zone_problems, *self._tag_problems(), *self._network_problems()]
+        # Zones named by storage and fleets are checked against the environment's
+        # only once those are right: one wrong zone must not echo in every section.
+        if not zone_problems:
+            problems += [*self._storage_problems(), *self._fleet_problems()]
+        else:
+            problems += [p for p in self._fleet_problems() if "zone" not in p]
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -216,6 +224,30 @@ class Environment(Strict):
                 f"fix: use one of {', '.join(self.availability_zones)}"
             ]
         return []
+
+    def _fleet_problems(self) -> list[str]:
+        problems = []
+        names: dict[str, int] = {}
+        lustre_zone = self.storage.file_system.availability_zone
+        for i, fleet in enumerate(self.fleets):
+            if fleet.name in names:
+                problems.append(
+                    f"@fleets[{i}].name: {fleet.name!r} is already used by fleets[{names[fleet.name]}]; fix: give each fleet its own name"
+                )
+            names.setdefault(fleet.name, i)
+            for j, zone in enumerate(fleet.availability_zones):
+                if zone not in self.availability_zones:
+                    problems.append(
+                        f"@fleets[{i}].availability_zones[{j}]: {zone!r} is not one of this environment's zones; "
+                        f"fix: use one of {', '.join(self.availability_zones)}"
+                    )
+            if fleet.efa and fleet.availability_zones != [lustre_zone]:
+                problems.append(
+                    f"@fleets[{i}].availability_zones: the EFA fleet {fleet.name!r} runs in "
+                    f"{', '.join(fleet.availability_zones)} but the Lustre file system is in {lustre_zone}; "
+                    "fix: put both in the same zone (storage.file_system.availability_zone)"
+                )
+        return problems
 
     def _tag_problems(self) -> list[str]:
         if self.tags["Environment"] != self.name:

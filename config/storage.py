@@ -70,34 +70,33 @@ class FileSystem(Strict):
         if kind is DeploymentType.SCRATCH_1:
             if size not in (1200, 2400) and size % 3600:
                 problems.append(
-                    f"@storage.file_system.storage_capacity_gib: {size} is not valid for SCRATCH_1; "
+                    f"@storage_capacity_gib: {size} is not valid for SCRATCH_1; "
                     "fix: use 1200, 2400 or a multiple of 3600"
                 )
         elif size != 1200 and size % 2400:
             problems.append(
-                f"@storage.file_system.storage_capacity_gib: {size} is not valid for {kind}; "
-                "fix: use 1200 or a multiple of 2400"
+                f"@storage_capacity_gib: {size} is not valid for {kind}; fix: use 1200 or a multiple of 2400"
             )
         allowed = PER_UNIT_THROUGHPUT.get(kind)
         throughput = self.per_unit_storage_throughput
         if allowed and throughput is None:
             problems.append(
-                f"@storage.file_system.per_unit_storage_throughput: required for {kind}; "
+                f"@per_unit_storage_throughput: required for {kind}; "
                 f"fix: set one of {', '.join(map(str, allowed))} (MB/s per TiB)"
             )
         elif allowed and throughput not in allowed:
             problems.append(
-                f"@storage.file_system.per_unit_storage_throughput: {throughput} is not offered for {kind}; "
+                f"@per_unit_storage_throughput: {throughput} is not offered for {kind}; "
                 f"fix: use one of {', '.join(map(str, allowed))} (MB/s per TiB)"
             )
         if not allowed and throughput is not None:
             problems.append(
-                f"@storage.file_system.per_unit_storage_throughput: {kind} takes no per-unit throughput; "
+                f"@per_unit_storage_throughput: {kind} takes no per-unit throughput; "
                 "fix: remove it (scratch throughput follows capacity)"
             )
         if self.automatic_backup_retention_days and not kind.persistent:
             problems.append(
-                f"@storage.file_system.automatic_backup_retention_days: {kind} file systems have no backups; "
+                f"@automatic_backup_retention_days: {kind} file systems have no backups; "
                 "fix: set it to 0, or use a PERSISTENT deployment type"
             )
         if problems:
@@ -130,12 +129,12 @@ class Storage(Strict):
         fs = self.file_system
         if self.associations and fs.deployment_type is DeploymentType.SCRATCH_1:
             problems.append(
-                "@storage.associations: SCRATCH_1 file systems cannot have data repository associations; "
+                "@associations: SCRATCH_1 file systems cannot have data repository associations; "
                 "fix: use SCRATCH_2 or a PERSISTENT type, or remove the associations"
             )
         if self.associations and fs.automatic_backup_retention_days:
             problems.append(
-                "@storage.file_system.automatic_backup_retention_days: FSx for Lustre does not back up file systems "
+                "@file_system.automatic_backup_retention_days: FSx for Lustre does not back up file systems "
                 "linked to S3; fix: set it to 0 (the versioned data bucket is the durable copy) or remove the associations"
             )
         paths: dict[str, int] = {}
@@ -144,13 +143,13 @@ class Storage(Strict):
             for j, other in paths.items():
                 if _nested(dra.file_system_path, j):
                     problems.append(
-                        f"@storage.associations[{i}].file_system_path: {dra.file_system_path!r} overlaps "
+                        f"@associations[{i}].file_system_path: {dra.file_system_path!r} overlaps "
                         f"associations[{other}] ({j!r}); fix: give each association its own directory, none inside another"
                     )
             for p, other in prefixes.items():
                 if dra.bucket_prefix.startswith(p) or p.startswith(dra.bucket_prefix):
                     problems.append(
-                        f"@storage.associations[{i}].bucket_prefix: {dra.bucket_prefix!r} overlaps "
+                        f"@associations[{i}].bucket_prefix: {dra.bucket_prefix!r} overlaps "
                         f"associations[{other}] ({p!r}); fix: give each association its own prefix, none inside another"
                     )
             paths.setdefault(dra.file_system_path, i)

@@ -12,7 +12,7 @@ _USE = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", 
 
 
 class PlatformKeys(Construct):
-    """Three keys, rotation on, 30-day deletion window.
+    """Four keys, rotation on, 30-day deletion window.
 
     The key policies keep CDK's default account statement (IAM policies of this
     account decide who else may use a key) and add only the service principals
@@ -24,6 +24,8 @@ class PlatformKeys(Construct):
       the launch fails), and FSx for Lustre's per-file-system S3 roles, which
       import from and export to the data bucket through S3.
     - ``trail``: CloudTrail, for this account's trails only.
+    - ``alerts``: CloudWatch alarms, EventBridge and Auto Scaling, which publish to
+      the encrypted alerts topic.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, env_name: str, removal_policy: RemovalPolicy) -> None:
@@ -32,6 +34,7 @@ class PlatformKeys(Construct):
         self.logs = self._key("Logs", env_name, "CloudWatch Logs", removal_policy)
         self.data = self._key("Data", env_name, "data bucket, FSx for Lustre, EBS volumes", removal_policy)
         self.trail = self._key("Trail", env_name, "CloudTrail", removal_policy)
+        self.alerts = self._key("Alerts", env_name, "the alerts topic", removal_policy)
 
         self.logs.add_to_resource_policy(
             iam.PolicyStatement(
@@ -119,6 +122,28 @@ class PlatformKeys(Construct):
                 actions=["kms:DescribeKey"],
                 resources=["*"],
                 conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+            )
+        )
+
+        # Services that publish to the encrypted alerts topic need the key to do so.
+        self.alerts.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AlarmsAndEventsPublishToAlerts",
+                principals=[
+                    iam.ServicePrincipal("cloudwatch.amazonaws.com"),
+                    iam.ServicePrincipal("events.amazonaws.com"),
+                ],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+            )
+        )
+        self.alerts.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AutoScalingPublishesToAlerts",
+                principals=[autoscaling_role],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
             )
         )
 

@@ -8,6 +8,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from config import Environment
+from stacks.fleet_stack import FleetStack
+from stacks.image_stack import ImageStack
 from stacks.network_stack import NetworkStack
 from stacks.security_stack import SecurityStack
 from stacks.storage_stack import StorageStack
@@ -29,6 +31,23 @@ class PlatformStage(Stage):
             data_key=self.security.data_key,
             access_log_bucket=self.security.access_log_bucket,
         )
+        self.image = ImageStack(self, "Image", env=env)
+        self.fleets = FleetStack(
+            self,
+            "Fleets",
+            env=env,
+            vpc=self.network.vpc,
+            node_security_group=self.network.node_security_group,
+            efa_security_group=self.network.efa_security_group,
+            node_role=self.security.node_role.role,
+            instance_profile=self.security.node_role.instance_profile,
+            logs_key=self.security.logs_key,
+            volume_key=self.security.data_key,
+            alerts_key=self.security.alerts_key,
+            fsx_dns_name=self.storage.lustre.file_system.dns_name,
+            fsx_mount_name=self.storage.lustre.file_system.mount_name,
+        )
+        self.fleets.add_dependency(self.image)  # the AMI parameter must exist before fleets resolve it
         # Every role of the environment, in every stack, carries the boundary.
         iam.PermissionsBoundary.of(self).apply(self.security.boundary)
         for key, value in env.tags.items():

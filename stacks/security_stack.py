@@ -37,7 +37,7 @@ class SecurityStack(PlatformStack):
         names = ResourceNames.of(env)
         audit = env.audit
         keys = PlatformKeys(self, "Keys", env_name=env.name, removal_policy=self.removal_policy)
-        self.logs_key, self.data_key, self.trail_key = keys.logs, keys.data, keys.trail
+        self.logs_key, self.data_key, self.trail_key, self.alerts_key = keys.logs, keys.data, keys.trail, keys.alerts
         self.boundary = PlatformPermissionsBoundary(self, "Boundary", policy_name=names.permissions_boundary).policy
 
         lifecycle = log_lifecycle(transition_days=audit.log_transition_days, expiration_days=audit.log_expiration_days)

@@ -72,6 +72,11 @@ def synthesize(outdir: Path) -> Synth:
     context[FAIL_ON_FINDINGS] = True
     app = App(context=context, outdir=str(outdir))
     add_platform(app, environments).synth()
+    return collect_stacks(app, outdir, environments)
+
+
+def collect_stacks(app: App, outdir: Path, environments: list[Environment]) -> Synth:
+    """Index the stack templates of a synthesized cloud assembly by stack name."""
     result = Synth(app=app, outdir=outdir, environments={e.name: e for e in environments})
     for env in environments:
         assembly = outdir / f"assembly-{env.name}"

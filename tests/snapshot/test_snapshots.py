@@ -11,7 +11,11 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from tests.snapshot.normalize import normalize_template
 from tests.synth import Synth
 
-STACKS = [f"{env}-{stack}" for env in ("dev", "staging", "prod") for stack in ("Security", "Network", "Storage")]
+STACKS = [
+    f"{env}-{stack}"
+    for env in ("dev", "staging", "prod")
+    for stack in ("Security", "Network", "Storage", "Image", "Fleets")
+]
 
 
 @pytest.fixture

@@ -24,9 +24,9 @@ def _statements(policy: dict) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_three_keys_with_rotation(synth: Synth, env: str) -> None:
+def test_four_keys_with_rotation(synth: Synth, env: str) -> None:
     keys = security(synth, env).resources("AWS::KMS::Key")
-    assert sorted(k.split("Keys")[1][:4] for k in keys) == ["Data", "Logs", "Trai"]
+    assert sorted(k.split("Keys")[1][:4] for k in keys) == ["Aler", "Data", "Logs", "Trai"]
     for key in keys.values():
         assert key["Properties"]["EnableKeyRotation"] is True
         assert key["Properties"]["PendingWindowInDays"] == 30

@@ -1,0 +1,266 @@
+"""Schema of the ``fleets:`` section: GPU Auto Scaling groups and their capacity mix."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from config.base import Strict
+from config.catalog import UnknownInstanceType, efa_layout, efa_sizes, get_instance_type
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
+
+
+class FleetRole(StrEnum):
+    TRAINING = "training"
+    INFERENCE = "inference"
+
+
+class Placement(StrEnum):
+    CLUSTER = "cluster"
+    SPREAD = "spread"
+    NONE = "none"
+
+
+class SpotAllocationStrategy(StrEnum):
+    PRICE_CAPACITY_OPTIMIZED = "price-capacity-optimized"
+    CAPACITY_OPTIMIZED = "capacity-optimized"
+    CAPACITY_OPTIMIZED_PRIORITIZED = "capacity-optimized-prioritized"
+    LOWEST_PRICE = "lowest-price"
+
+
+class ReservationPreference(StrEnum):
+    FIRST = "capacity-reservations-first"
+    ONLY = "capacity-reservations-only"
+    NONE = "none"
+    DEFAULT = "default"
+
+
+_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
+
+
+def _reservation_id(value: str) -> str:
+    if not _RESERVATION_ID.match(value):
+        raise ValueError(
+            f"{value!r} is not a capacity reservation id; fix: copy the cr-... id from the EC2 console or API"
+        )
+    return value
+
+
+class Capacity(Strict):
+    min: Annotated[int, Field(ge=0)]
+    max: Annotated[int, Field(ge=0)]
+    desired: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Capacity:
+        if self.min > self.max:
+            raise ValueError(f"@min: {self.min} is more than max ({self.max}); fix: make min <= max")
+        if self.desired is not None and not self.min <= self.desired <= self.max:
+            raise ValueError(
+                f"@desired: {self.desired} is outside min..max ({self.min}..{self.max}); fix: pick a value in that range"
+            )
+        return self
+
+
+class CapacityReservation(Strict):
+    """On-Demand Capacity Reservations the group launches into first (or only).
+
+    ``capacity-reservations-first`` without targets uses the account's open
+    reservations that match the instance type and zone.
+    """
+
+    preference: ReservationPreference
+    ids: list[str] = Field(default_factory=list)
+    resource_group_arns: list[str] = Field(default_factory=list)
+
+    @field_validator("ids")
+    @classmethod
+    def _ids(cls, value: list[str]) -> list[str]:
+        problems = []
+        for i, item in enumerate(value):
+            try:
+                _reservation_id(item)
+            except ValueError as err:
+                problems.append(f"@[{i}]: {err}")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return value
+
+    @model_validator(mode="after")
+    def _targets(self) -> CapacityReservation:
+        targets = bool(self.ids) + bool(self.resource_group_arns)
+        if targets == 2:
+            raise ValueError(
+                "@: both ids and resource_group_arns are set; fix: target reservations by ids or by one group"
+            )
+        if self.preference in (ReservationPreference.NONE, ReservationPreference.DEFAULT) and targets:
+            raise ValueError(
+                f"@preference: {self.preference} takes no targets; fix: remove ids/resource_group_arns, or use "
+                "capacity-reservations-first"
+            )
+        if self.preference is ReservationPreference.ONLY and not targets:
+            raise ValueError(
+                "@preference: capacity-reservations-only needs the reservations to launch into; fix: add ids (cr-...) "
+                "or resource_group_arns"
+            )
+        return self
+
+
+class CapacityBlock(Strict):
+    """A Capacity Block for ML: a reserved, co-located block of GPU instances for a fixed window (UTC)."""
+
+    id: str
+    start: datetime
+    end: datetime
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return _reservation_id(value)
+
+    @model_validator(mode="after")
+    def _window(self) -> CapacityBlock:
+        if self.start.tzinfo is None or self.end.tzinfo is None:
+            raise ValueError("@: start and end need a time zone; fix: write them in UTC, e.g. 2026-12-01T11:30:00Z")
+        if self.end <= self.start:
+            raise ValueError(
+                f"@end: {self.end.isoformat()} is not after start ({self.start.isoformat()}); "
+                "fix: copy the block's start and end from EC2"
+            )
+        return self
+
+
+class Fleet(Strict):
+    name: str
+    role: FleetRole
+    instance_types: Annotated[list[str], Field(min_length=1, max_length=20)]
+    efa: bool = False
+    placement: Placement = Placement.NONE
+    availability_zones: Annotated[list[str], Field(min_length=1)]
+    capacity: Capacity
+    on_demand_base_capacity: Annotated[int, Field(ge=0)] = 0
+    on_demand_percentage_above_base: int = 0
+    spot_allocation_strategy: SpotAllocationStrategy = SpotAllocationStrategy.PRICE_CAPACITY_OPTIMIZED
+    capacity_reservation: CapacityReservation | None = None
+    capacity_block: CapacityBlock | None = None
+    launch_template_per_layout: bool = True
+    root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 200
+    scratch_volume_gib: Annotated[int, Field(ge=0, le=16384)] = 0
+    containers: bool = False
+    lifecycle: Literal["default"] = "default"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} is not a fleet name; fix: 1-24 characters, lowercase letters, digits and '-'")
+        return value
+
+    @field_validator("on_demand_percentage_above_base")
+    @classmethod
+    def _percent(cls, value: int) -> int:
+        if not 0 <= value <= 100:
+            raise ValueError(f"{value} is not a percentage; fix: use a whole number from 0 to 100")
+        return value
+
+    @field_validator("instance_types")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        problems = []
+        for i, name in enumerate(value):
+            try:
+                get_instance_type(name)
+            except UnknownInstanceType as err:
+                problems.append(f"@[{i}]: {err}")
+        if len(set(value)) != len(value):
+            problems.append("@: an instance type is listed twice; fix: list each type once, in preference order")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return value
+
+    @model_validator(mode="after")
+    def _rules(self) -> Fleet:
+        problems = [*self._efa_problems(), *self._capacity_problems()]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def _efa_problems(self) -> list[str]:
+        problems = []
+        if self.efa:
+            for i, name in enumerate(self.instance_types):
+                if not efa_layout(name):
+                    family = get_instance_type(name).family
+                    sizes = efa_sizes(family)
+                    listing = f"EFA sizes of {family}: {', '.join(sizes)}" if sizes else f"{family} has no EFA size"
+                    problems.append(
+                        f"@instance_types[{i}]: {name} has no EFA; {listing}; fix: use one of them or set efa to false"
+                    )
+            layouts = {efa_layout(n) for n in self.instance_types}
+            if len(layouts) > 1 and not self.launch_template_per_layout:
+                problems.append(
+                    "@launch_template_per_layout: these instance types need different EFA interface layouts "
+                    f"({', '.join(f'{n}: {len(efa_layout(n))}' for n in self.instance_types)}); "
+                    "fix: set launch_template_per_layout to true, or list types of one layout"
+                )
+            if len(self.availability_zones) > 1:
+                problems.append(
+                    f"@availability_zones: an EFA fleet must stay in one zone (EFA traffic does not cross zones), "
+                    f"got {', '.join(self.availability_zones)}; fix: keep one zone"
+                )
+            if self.placement is not Placement.CLUSTER and self.capacity_block is None:
+                problems.append(
+                    f"@placement: {self.placement} for an EFA fleet; fix: use cluster (Capacity Blocks, already "
+                    "co-located, are the only exception)"
+                )
+        if self.placement is Placement.CLUSTER and len(self.availability_zones) > 1:
+            problems.append("@placement: a cluster placement group lives in one zone; fix: keep one zone or use spread")
+        return problems
+
+    def _capacity_problems(self) -> list[str]:
+        problems = []
+        cap = self.capacity
+        if self.on_demand_base_capacity > cap.max:
+            problems.append(
+                f"@on_demand_base_capacity: {self.on_demand_base_capacity} is more than capacity.max ({cap.max}); "
+                "fix: lower it to at most max"
+            )
+        block = self.capacity_block
+        if block is not None:
+            if self.placement is not Placement.NONE:
+                problems.append(
+                    "@placement: a Capacity Block is already co-located and forbids a placement group of ours; "
+                    "fix: set placement to none"
+                )
+            if cap.min != cap.max:
+                problems.append(
+                    f"@capacity: a Capacity Block fleet needs min = max (got {cap.min} and {cap.max}); "
+                    "fix: set both to the block's instance count"
+                )
+            if len(self.instance_types) != 1:
+                problems.append(
+                    "@instance_types: a Capacity Block is for one instance type; fix: list only the block's type"
+                )
+            if self.capacity_reservation is not None:
+                problems.append(
+                    "@capacity_reservation: a fleet uses a Capacity Block or On-Demand Capacity Reservations, not both; "
+                    "fix: remove one"
+                )
+        return problems
+
+    @property
+    def uses_spot(self) -> bool:
+        return self.capacity_block is None and self.on_demand_percentage_above_base < 100
+
+    @property
+    def efa_layouts(self) -> dict[tuple[int, ...], list[str]]:
+        """Instance types grouped by EFA interface layout, in preference order."""
+        groups: dict[tuple[int, ...], list[str]] = {}
+        for name in self.instance_types:
+            groups.setdefault(efa_layout(name) if self.efa else (), []).append(name)
+        return groups

@@ -1,0 +1,154 @@
+"""FleetStack: the node scripts, the node log groups and one GpuFleet per configured fleet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+
+from config import Environment
+from config.catalog import get_instance_type
+from config.naming import ResourceNames
+from gpu_constructs.alerts_topic import AlertsTopic
+from gpu_constructs.cloudwatch_agent import NodeLogFile, agent_config, to_json
+from gpu_constructs.gpu_fleet import GpuFleet
+from gpu_constructs.node_user_data import NodeScripts, render_user_data
+from gpu_constructs.platform_vpc import GPU_SUBNET_GROUP
+from stacks.base import PlatformStack
+
+NODE_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "node"
+#: Node logs the CloudWatch agent ships: name -> file on the node.
+NODE_LOGS = {
+    "bootstrap": "/var/log/gpu-platform/bootstrap.log",
+    "gpu-health": "/var/log/gpu-platform/gpu-health.log",
+    "spot-watcher": "/var/log/gpu-platform/spot-watcher.log",
+    "lifecycle-watcher": "/var/log/gpu-platform/lifecycle-watcher.log",
+}
+FSX_MOUNT_POINT = "/fsx"
+
+
+class FleetStack(PlatformStack):
+    """Attributes: ``fleets`` (name -> GpuFleet), ``node_log_groups`` (name -> log group), ``alerts_topic``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        env: Environment,
+        vpc: ec2.IVpc,
+        node_security_group: ec2.ISecurityGroup,
+        efa_security_group: ec2.ISecurityGroup,
+        node_role: iam.IRole,
+        instance_profile: iam.IInstanceProfile,
+        logs_key: kms.IKey,
+        volume_key: kms.IKey,
+        alerts_key: kms.IKey,
+        fsx_dns_name: str,
+        fsx_mount_name: str,
+    ) -> None:
+        super().__init__(
+            scope, construct_id, env=env, stateful=False, description=f"GPU platform {env.name}: GPU fleets"
+        )
+        names = ResourceNames.of(env)
+
+        scripts = s3_assets.Asset(
+            self, "NodeScripts", path=str(NODE_SCRIPTS), exclude=["__pycache__", "*.pyc", "README.md"]
+        )
+        iam.ManagedPolicy(
+            self,
+            "NodeScriptsRead",
+            description="GPU nodes read the node scripts of this stack's asset",
+            roles=[node_role],
+            statements=[
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"],
+                    resources=[f"arn:{self.partition}:s3:::{scripts.s3_bucket_name}/{scripts.s3_object_key}"],
+                )
+            ],
+        )
+        self.node_log_groups = {
+            name: logs.LogGroup(
+                self,
+                f"NodeLog{name.title().replace('-', '')}",
+                log_group_name=names.node_log_group(name),
+                encryption_key=logs_key,
+                retention=self.log_retention,
+                # Node logs outlive a replaced fleet stack where the environment is protected.
+                removal_policy=RemovalPolicy.RETAIN if env.protect_stateful_resources else RemovalPolicy.DESTROY,
+            )
+            for name in NODE_LOGS
+        }
+        agent = to_json(
+            agent_config(
+                namespace=names.metrics_namespace,
+                log_files=[NodeLogFile(name, path, names.node_log_group(name)) for name, path in NODE_LOGS.items()],
+            )
+        )
+        machine_image = ec2.MachineImage.from_ssm_parameter(names.ami_parameter)
+        self.alerts_topic = AlertsTopic(
+            self, "Alerts", topic_name=f"{names.prefix}-alerts", key=alerts_key, emails=env.notifications.emails
+        ).topic
+
+        self.fleets: dict[str, GpuFleet] = {}
+        for fleet in env.fleets:
+            catalog = [get_instance_type(name) for name in fleet.instance_types]
+            group_name = names.asg_name(fleet.name)
+            user_data = ec2.UserData.for_linux()
+            user_data.add_commands(
+                *render_user_data(
+                    region=env.region,
+                    node_env={
+                        "GPU_PLATFORM_ENV": env.name,
+                        "AWS_REGION": env.region,
+                        "FLEET_NAME": fleet.name,
+                        "ASG_NAME": group_name,
+                        "LAUNCH_HOOK_NAME": f"{group_name}-launch",
+                        "TERMINATE_HOOK_NAME": f"{group_name}-terminate",
+                        "METRIC_NAMESPACE": names.metrics_namespace,
+                        "FSX_DNS_NAME": fsx_dns_name,
+                        "FSX_MOUNT_NAME": fsx_mount_name,
+                        "FSX_MOUNT_POINT": FSX_MOUNT_POINT,
+                        "CHECKPOINT_DIR": f"{FSX_MOUNT_POINT}/checkpoints",
+                        "EFA_ENABLED": str(fleet.efa).lower(),
+                        "CONTAINERS_ENABLED": str(fleet.containers).lower(),
+                    },
+                    instance_types={
+                        item.instance_type: {
+                            "gpus": item.gpu_count,
+                            "efa_interfaces": item.max_efa_interfaces if fleet.efa else 0,
+                            "gpudirect_rdma": item.gpudirect_rdma and fleet.efa,
+                        }
+                        for item in catalog
+                    },
+                    agent_config_json=agent,
+                    scripts=NodeScripts(bucket_name=scripts.s3_bucket_name, object_key=scripts.s3_object_key),
+                )
+            )
+            gpu_fleet = GpuFleet(
+                self,
+                f"Fleet-{fleet.name}",
+                fleet=fleet,
+                group_name=group_name,
+                instance_types=catalog,
+                vpc=vpc,
+                subnets=ec2.SubnetSelection(
+                    subnet_group_name=GPU_SUBNET_GROUP, availability_zones=list(fleet.availability_zones)
+                ),
+                machine_image=machine_image,
+                user_data=user_data,
+                instance_profile=instance_profile,
+                node_security_group=node_security_group,
+                efa_security_group=efa_security_group,
+                volume_key=volume_key,
+                notification_topic=self.alerts_topic,
+            )
+            for log_group in self.node_log_groups.values():
+                gpu_fleet.node.add_dependency(log_group)  # the agent cannot create log groups
+            self.fleets[fleet.name] = gpu_fleet

@@ -1,0 +1,200 @@
+"""Fleet config mistakes: each gives its exact one-line error (file, field, value, fix)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.config.test_config_errors import load_error, valid_dev, write_env
+
+BLOCK = {"id": "cr-0fedcba9876543210", "start": "2026-12-01T11:30:00Z", "end": "2026-12-03T11:30:00Z"}
+
+
+def fleet(**changes: Any) -> dict[str, Any]:
+    """A valid EFA training fleet in dev's Lustre zone, with ``changes`` applied (None removes a key)."""
+    base = {
+        "name": "train",
+        "role": "training",
+        "instance_types": ["p4d.24xlarge"],
+        "efa": True,
+        "placement": "cluster",
+        "availability_zones": ["us-east-1a"],
+        "capacity": {"min": 0, "max": 2},
+    }
+    base.update(changes)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+CASES = [
+    pytest.param(
+        fleet(instance_types=["p4d.24xlarg"]),
+        [
+            "dev.yaml: fleets[0].instance_types[0]: p4d.24xlarg is not in the GPU instance catalog; did you mean p4d.24xlarge? (config/catalog/gpu_instances.csv)"
+        ],
+        id="unknown-type",
+    ),
+    pytest.param(
+        fleet(instance_types=["m5.large"], efa=False, placement="none"),
+        [
+            "dev.yaml: fleets[0].instance_types[0]: m5.large is not in the GPU instance catalog; it lists the families p4d, p4de, p5, p5e, p5en, g4dn, g5, g6, g6e (config/catalog/gpu_instances.csv)"
+        ],
+        id="unknown-family",
+    ),
+    pytest.param(
+        fleet(instance_types=["g4dn.xlarge"]),
+        [
+            "dev.yaml: fleets[0].instance_types[0]: g4dn.xlarge has no EFA; EFA sizes of g4dn: 8xlarge, 12xlarge, 16xlarge, metal; fix: use one of them or set efa to false"
+        ],
+        id="efa-without-efa",
+    ),
+    pytest.param(
+        fleet(instance_types=["p5.48xlarge", "p4d.24xlarge"], launch_template_per_layout=False),
+        [
+            "dev.yaml: fleets[0].launch_template_per_layout: these instance types need different EFA interface layouts (p5.48xlarge: 32, p4d.24xlarge: 4); fix: set launch_template_per_layout to true, or list types of one layout"
+        ],
+        id="layouts-without-per-override",
+    ),
+    pytest.param(
+        fleet(availability_zones=["us-east-1a", "us-east-1b"]),
+        [
+            "dev.yaml: fleets[0].availability_zones: an EFA fleet must stay in one zone (EFA traffic does not cross zones), got us-east-1a, us-east-1b; fix: keep one zone",
+            "dev.yaml: fleets[0].placement: a cluster placement group lives in one zone; fix: keep one zone or use spread",
+        ],
+        id="efa-two-zones",
+    ),
+    pytest.param(
+        fleet(placement="spread"),
+        [
+            "dev.yaml: fleets[0].placement: spread for an EFA fleet; fix: use cluster (Capacity Blocks, already co-located, are the only exception)"
+        ],
+        id="efa-spread",
+    ),
+    pytest.param(
+        fleet(capacity={"min": 2, "max": 2}, capacity_block=BLOCK),
+        [
+            "dev.yaml: fleets[0].placement: a Capacity Block is already co-located and forbids a placement group of ours; fix: set placement to none"
+        ],
+        id="block-with-placement",
+    ),
+    pytest.param(
+        fleet(placement="none", capacity={"min": 1, "max": 2}, capacity_block=BLOCK),
+        [
+            "dev.yaml: fleets[0].capacity: a Capacity Block fleet needs min = max (got 1 and 2); fix: set both to the block's instance count"
+        ],
+        id="block-min-not-max",
+    ),
+    pytest.param(
+        fleet(
+            placement="none",
+            capacity={"min": 2, "max": 2},
+            capacity_block={
+                "id": "cr-0fedcba9876543210",
+                "start": "2026-12-03T11:30:00Z",
+                "end": "2026-12-01T11:30:00Z",
+            },
+        ),
+        [
+            "dev.yaml: fleets[0].capacity_block.end: 2026-12-01T11:30:00+00:00 is not after start (2026-12-03T11:30:00+00:00); fix: copy the block's start and end from EC2"
+        ],
+        id="block-end-before-start",
+    ),
+    pytest.param(
+        fleet(capacity={"min": 3, "max": 2}),
+        ["dev.yaml: fleets[0].capacity.min: 3 is more than max (2); fix: make min <= max"],
+        id="min-over-max",
+    ),
+    pytest.param(
+        fleet(capacity={"min": 0, "max": 2, "desired": 5}),
+        ["dev.yaml: fleets[0].capacity.desired: 5 is outside min..max (0..2); fix: pick a value in that range"],
+        id="desired-outside",
+    ),
+    pytest.param(
+        fleet(on_demand_base_capacity=4),
+        ["dev.yaml: fleets[0].on_demand_base_capacity: 4 is more than capacity.max (2); fix: lower it to at most max"],
+        id="base-over-max",
+    ),
+    pytest.param(
+        fleet(on_demand_percentage_above_base=120),
+        [
+            "dev.yaml: fleets[0].on_demand_percentage_above_base: 120 is not a percentage; fix: use a whole number from 0 to 100"
+        ],
+        id="percent-over-100",
+    ),
+    pytest.param(
+        fleet(instance_types=["g5.xlarge"], efa=False, placement="none", availability_zones=["us-east-1c"]),
+        [
+            "dev.yaml: fleets[0].availability_zones[0]: 'us-east-1c' is not one of this environment's zones; fix: use one of us-east-1a, us-east-1b"
+        ],
+        id="zone-not-in-env",
+    ),
+    pytest.param(
+        fleet(availability_zones=["us-east-1b"]),
+        [
+            "dev.yaml: fleets[0].availability_zones: the EFA fleet 'train' runs in us-east-1b but the Lustre file system is in us-east-1a; fix: put both in the same zone (storage.file_system.availability_zone)"
+        ],
+        id="efa-zone-not-lustre",
+    ),
+    pytest.param(
+        fleet(capacity_reservation={"preference": "capacity-reservations-only"}),
+        [
+            "dev.yaml: fleets[0].capacity_reservation.preference: capacity-reservations-only needs the reservations to launch into; fix: add ids (cr-...) or resource_group_arns"
+        ],
+        id="reservation-only-without-targets",
+    ),
+    pytest.param(
+        fleet(capacity_reservation={"preference": "capacity-reservations-first", "ids": ["r-123"]}),
+        [
+            "dev.yaml: fleets[0].capacity_reservation.ids[0]: 'r-123' is not a capacity reservation id; fix: copy the cr-... id from the EC2 console or API"
+        ],
+        id="bad-reservation-id",
+    ),
+    pytest.param(
+        fleet(
+            placement="none",
+            capacity={"min": 2, "max": 2},
+            capacity_reservation={"preference": "capacity-reservations-first"},
+            capacity_block=BLOCK,
+        ),
+        [
+            "dev.yaml: fleets[0].capacity_reservation: a fleet uses a Capacity Block or On-Demand Capacity Reservations, not both; fix: remove one"
+        ],
+        id="block-and-reservation",
+    ),
+    pytest.param(
+        fleet(spot_allocation_strategy="cheapest"),
+        [
+            "dev.yaml: fleets[0].spot_allocation_strategy: 'cheapest' is invalid: Input should be 'price-capacity-optimized', 'capacity-optimized', 'capacity-optimized-prioritized' or 'lowest-price'; fix: use one of 'price-capacity-optimized', 'capacity-optimized', 'capacity-optimized-prioritized' or 'lowest-price'"
+        ],
+        id="bad-strategy",
+    ),
+    pytest.param(
+        fleet(instance_types=["p4d.24xlarge", "p4d.24xlarge"]),
+        [
+            "dev.yaml: fleets[0].instance_types: an instance type is listed twice; fix: list each type once, in preference order"
+        ],
+        id="type-twice",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fleet_config", "expected"), CASES)
+def test_invalid_fleet_gives_exact_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_config: dict[str, Any], expected: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = valid_dev()
+    data["fleets"] = [fleet_config]
+    write_env(tmp_path, "dev", data)
+    assert load_error("dev", tmp_path) == expected
+
+
+def test_fleet_names_are_unique(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = valid_dev()
+    data["fleets"] = [fleet(), fleet()]
+    write_env(tmp_path, "dev", data)
+    assert load_error("dev", tmp_path) == [
+        "dev.yaml: fleets[1].name: 'train' is already used by fleets[0]; fix: give each fleet its own name"
+    ]

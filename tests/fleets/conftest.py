@@ -1,0 +1,78 @@
+"""A second, small synth: the dev environment with fleets that the shipped configs do not have.
+
+It covers EFA layouts the shipped configs lack (p5 next to p4d, g4dn.12xlarge) and
+a Capacity Block fleet. One synth for the whole module folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from aws_cdk import App
+
+from app import add_platform
+from config import load_environment
+from config.loader import CONFIG_DIR
+from stacks.compliance import FAIL_ON_FINDINGS
+from tests.synth import StackTemplate, Synth, cdk_json_context, collect_stacks
+
+EXTRA_FLEETS = [
+    {
+        "name": "mixed-efa",
+        "role": "training",
+        "instance_types": ["p5.48xlarge", "p4d.24xlarge"],
+        "efa": True,
+        "placement": "cluster",
+        "availability_zones": ["us-east-1a"],
+        "capacity": {"min": 0, "max": 4},
+        "on_demand_base_capacity": 0,
+        "on_demand_percentage_above_base": 50,
+        "spot_allocation_strategy": "capacity-optimized",
+        "capacity_reservation": {"preference": "capacity-reservations-only", "ids": ["cr-0123456789abcdef0"]},
+    },
+    {
+        "name": "g4dn-efa",
+        "role": "training",
+        "instance_types": ["g4dn.12xlarge"],
+        "efa": True,
+        "placement": "cluster",
+        "availability_zones": ["us-east-1a"],
+        "capacity": {"min": 0, "max": 2},
+    },
+    {
+        "name": "block",
+        "role": "training",
+        "instance_types": ["p5.48xlarge"],
+        "efa": True,
+        "placement": "none",
+        "availability_zones": ["us-east-1a"],
+        "capacity": {"min": 2, "max": 2},
+        "on_demand_percentage_above_base": 100,
+        "capacity_block": {
+            "id": "cr-0fedcba9876543210",
+            "start": "2026-12-01T11:30:00Z",
+            "end": "2026-12-03T11:30:00Z",
+        },
+    },
+]
+
+
+@pytest.fixture(scope="package")
+def fleet_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    config_dir = tmp_path_factory.mktemp("config")
+    data = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
+    data["fleets"] = data["fleets"] + EXTRA_FLEETS
+    (config_dir / "dev.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    env = load_environment("dev", config_dir)
+    outdir = tmp_path_factory.mktemp("fleet-cdk.out")
+    context = cdk_json_context()
+    context[FAIL_ON_FINDINGS] = True
+    app = App(context=context, outdir=str(outdir))
+    add_platform(app, [env]).synth()
+    return collect_stacks(app, Path(outdir), [env])
+
+
+def fleets_stack(synth: Synth, env: str = "dev") -> StackTemplate:
+    return synth.stack(env, "Fleets")
