@@ -34,6 +34,10 @@ class ResourceNames:
         return f"{self.prefix}-data-{self.account}-{self.region}"
 
     @property
+    def trail_name(self) -> str:
+        return f"{self.prefix}-trail"
+
+    @property
     def permissions_boundary(self) -> str:
         """Managed policy applied as permissions boundary to every role of the app."""
         return f"{self.prefix}-boundary"

@@ -57,7 +57,7 @@ class SecurityStack(PlatformStack):
         self.audit = AuditTrail(
             self,
             "Audit",
-            trail_name=f"{names.prefix}-trail",
+            trail_name=names.trail_name,
             trail_key=self.trail_key,
             logs_key=self.logs_key,
             access_log_bucket=self.access_log_bucket,

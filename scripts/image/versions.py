@@ -1,0 +1,85 @@
+"""The parameters each Image Builder component document under ``components/`` takes.
+
+The component documents never carry a version number of their own: every pin (driver,
+CUDA, cuDNN, NCCL, EFA installer, ...) is a component *parameter* without a default, so
+the image stack passes all of them from the config, the one place versions live. This
+module is what the stack (and the tests) use to map config fields to parameters:
+
+- ``VERSION_PARAMETERS``: per component, the version pins it takes. A pin that several
+  components need (``CudaVersion``: the toolkit, and DCGM's ``-cudaMAJOR`` package) is
+  listed under each of them and must be given the same config value everywhere.
+- ``OTHER_PARAMETERS``: per component, the parameters that are not versions (URLs, the
+  expected GPU count, ...).
+
+The tests check that these tables and the ``parameters:`` blocks of the documents agree
+exactly, in both directions, so neither can drift from the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+COMPONENTS_DIR = Path(__file__).resolve().parent / "components"
+"""One ``<component>.yaml`` per concern; the file stem is the component key below."""
+
+VERSION_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "nvidia-driver": ("NvidiaDriverVersion",),
+    "cuda-toolkit": ("CudaVersion", "CudnnVersion", "NcclVersion"),
+    "efa": ("EfaInstallerVersion", "AwsOfiNcclVersion"),
+    "pytorch": ("TorchVersion", "TorchvisionVersion"),
+    "cloudwatch-agent": ("CloudWatchAgentVersion",),
+    "lustre-client": ("LustreClientVersion",),
+    "dcgm": ("DcgmVersion", "CudaVersion"),
+    "node-scripts": (),
+    "gpu-validation": (),
+}
+
+OTHER_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "nvidia-driver": (),
+    "cuda-toolkit": (),
+    "efa": (),
+    "pytorch": ("PipIndexUrl",),
+    "cloudwatch-agent": (),
+    "lustre-client": (),
+    "dcgm": (),
+    "node-scripts": ("NodeScriptsS3Uri",),
+    "gpu-validation": ("ExpectedGpuCount", "ExpectEfa"),
+}
+
+RECIPE_ORDER: tuple[str, ...] = (
+    "nvidia-driver",
+    "cuda-toolkit",
+    "efa",
+    "dcgm",
+    "lustre-client",
+    "pytorch",
+    "cloudwatch-agent",
+    "node-scripts",
+    "gpu-validation",
+)
+"""The order the recipe should list the components in, and why:
+
+the driver first (it reboots, and everything GPU-side builds or checks against it); the
+toolkit, then EFA, the order of AWS's "get started with EFA and NCCL" guide (drivers, CUDA
+and cuDNN before the EFA software); DCGM after the toolkit whose CUDA major it follows;
+Lustre after the last reboot, so the kernel it matches is the one the image boots; the
+test-only ``gpu-validation`` last.
+"""
+
+
+def component_names() -> tuple[str, ...]:
+    """Every component key, in recipe order."""
+    return RECIPE_ORDER
+
+
+def component_path(name: str) -> Path:
+    """The document of one component, e.g. ``component_path("efa")``."""
+    if name not in VERSION_PARAMETERS:
+        known = ", ".join(RECIPE_ORDER)
+        raise KeyError(f"{name!r} is not an image component; known: {known}")
+    return COMPONENTS_DIR / f"{name}.yaml"
+
+
+def parameters(name: str) -> tuple[str, ...]:
+    """All parameters of one component: its version pins, then the others."""
+    return VERSION_PARAMETERS[name] + OTHER_PARAMETERS[name]
