@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
@@ -13,7 +16,19 @@ from stacks.base import PlatformStack
 class ImageStack(PlatformStack):
     """Attributes: ``ami_parameter`` (``/gpu-platform/<env>/ami/latest``, data type ``aws:ec2:image``)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, env: Environment) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        env: Environment,
+        vpc: ec2.IVpc,
+        builder_subnets: ec2.SubnetSelection,
+        builder_security_group: ec2.ISecurityGroup,
+        logs_key: kms.IKey,
+        data_key: kms.IKey,
+        access_log_bucket: s3.IBucket,
+    ) -> None:
         super().__init__(
             scope, construct_id, env=env, stateful=False, description=f"GPU platform {env.name}: golden AMI"
         )

@@ -31,7 +31,17 @@ class PlatformStage(Stage):
             data_key=self.security.data_key,
             access_log_bucket=self.security.access_log_bucket,
         )
-        self.image = ImageStack(self, "Image", env=env)
+        self.image = ImageStack(
+            self,
+            "Image",
+            env=env,
+            vpc=self.network.vpc,
+            builder_subnets=self.network.gpu_subnets,
+            builder_security_group=self.network.node_security_group,
+            logs_key=self.security.logs_key,
+            data_key=self.security.data_key,
+            access_log_bucket=self.security.access_log_bucket,
+        )
         self.fleets = FleetStack(
             self,
             "Fleets",
