@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
+from config.alarms import Alarms
 from config.base import Strict
 from config.fleets import Fleet
 from config.image import Image
@@ -143,6 +144,7 @@ class Environment(Strict):
     fleets: list[Fleet] = Field(default_factory=list)
     image: Image = Image()
     notifications: Notifications = Notifications()
+    alarms: Alarms = Alarms()
     tags: dict[str, str]
 
     @field_validator("name")

@@ -18,8 +18,9 @@ from config.fleets import Fleet, Placement
 from gpu_constructs.acknowledge import acknowledge
 from gpu_constructs.fleet_launch_template import FleetLaunchTemplate, Volumes
 
-#: The launch hook waits for the node's GPU check, Lustre mount and agent start.
-LAUNCH_HOOK_TIMEOUT = Duration.minutes(30)
+#: The launch hook waits for the node's GPU check, Lustre mount (up to 20 minutes of
+#: retries, scripts/node/mount-lustre.sh) and agent start.
+LAUNCH_HOOK_TIMEOUT = Duration.minutes(45)
 #: The terminate hook gives a training job this long to flush its checkpoint.
 TERMINATE_HOOK_TIMEOUT = Duration.minutes(10)
 #: Capacity Block windows: start scaling a few minutes after the block opens, and be

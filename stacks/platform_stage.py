@@ -10,6 +10,7 @@ from constructs import Construct
 from config import Environment
 from stacks.fleet_stack import FleetStack
 from stacks.image_stack import ImageStack
+from stacks.monitoring_stack import MonitoringStack
 from stacks.network_stack import NetworkStack
 from stacks.security_stack import SecurityStack
 from stacks.storage_stack import StorageStack
@@ -58,6 +59,14 @@ class PlatformStage(Stage):
             fsx_mount_name=self.storage.lustre.file_system.mount_name,
         )
         self.fleets.add_dependency(self.image)  # the AMI parameter must exist before fleets resolve it
+        self.monitoring = MonitoringStack(
+            self,
+            "Monitoring",
+            env=env,
+            topic=self.fleets.alerts_topic,
+            file_system_id=self.storage.lustre.file_system.file_system_id,
+            trail_log_group=self.security.audit.log_group,
+        )
         # Every role of the environment, in every stack, carries the boundary.
         iam.PermissionsBoundary.of(self).apply(self.security.boundary)
         for key, value in env.tags.items():

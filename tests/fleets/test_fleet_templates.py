@@ -215,7 +215,7 @@ def test_lifecycle_hooks(synth: Synth, env: str) -> None:
         launch = hooks[f"{names.asg_name(fleet.name)}-launch"]
         assert launch["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
         assert launch["DefaultResult"] == "ABANDON"  # no CONTINUE unless the node says it is ready
-        assert launch["HeartbeatTimeout"] == 1800
+        assert launch["HeartbeatTimeout"] == 2700
         terminate = hooks[f"{names.asg_name(fleet.name)}-terminate"]
         assert terminate["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
         assert terminate["DefaultResult"] == "CONTINUE"
@@ -281,8 +281,12 @@ def test_node_log_groups_and_alerts_topic(synth: Synth, env: str) -> None:
     (topic,) = stack.resources("AWS::SNS::Topic").values()
     assert "KeysAlerts" in json.dumps(topic["Properties"]["KmsMasterKeyId"])
     (policy,) = stack.resources("AWS::SNS::TopicPolicy").values()
-    (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
-    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    (deny,) = [st for st in statements if st["Effect"] == "Deny"]
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    (events,) = [st for st in statements if st["Effect"] == "Allow"]
+    assert events["Principal"] == {"Service": "events.amazonaws.com"} and events["Action"] == "sns:Publish"
+    assert events["Condition"] == {"StringEquals": {"aws:SourceAccount": cfg.account}}
     emails = [v["Properties"]["Endpoint"] for v in stack.resources("AWS::SNS::Subscription").values()]
     assert emails == cfg.notifications.emails
 

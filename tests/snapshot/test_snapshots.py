@@ -14,7 +14,7 @@ from tests.synth import Synth
 STACKS = [
     f"{env}-{stack}"
     for env in ("dev", "staging", "prod")
-    for stack in ("Security", "Network", "Storage", "Image", "Fleets")
+    for stack in ("Security", "Network", "Storage", "Image", "Fleets", "Monitoring")
 ]
 
 

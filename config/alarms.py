@@ -1,0 +1,39 @@
+"""Schema of the ``alarms:`` section: thresholds, periods and evaluation counts, with the platform's defaults."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from config.base import Strict
+
+
+class Threshold(Strict):
+    """Alarm when the statistic crosses ``threshold`` for ``evaluation_periods`` periods of ``period_minutes``."""
+
+    threshold: float
+    period_minutes: Annotated[int, Field(ge=1, le=60)]
+    evaluation_periods: Annotated[int, Field(ge=1, le=100)]
+
+
+def _t(threshold: float, period_minutes: int, evaluation_periods: int) -> Threshold:
+    return Threshold(threshold=threshold, period_minutes=period_minutes, evaluation_periods=evaluation_periods)
+
+
+class Alarms(Strict):
+    """Defaults: GPU utilization above 95 % for 10 minutes (warning); GPU temperature above
+    85 °C (critical); GPU idle below 30 % for 30 minutes (cost); any failed GPU health check;
+    any Spot interruption notice; in-service below desired for 15 minutes; FSx free
+    capacity below 10 %; FSx throughput above 80 % of the file system's for 15 minutes;
+    any security-relevant API change (IAM policy, security group, CloudTrail)."""
+
+    gpu_utilization_high: Threshold = _t(95, 5, 2)
+    gpu_temperature_critical: Threshold = _t(85, 1, 2)
+    gpu_idle: Threshold = _t(30, 5, 6)
+    health_check_failures: Threshold = _t(1, 5, 1)
+    spot_interruptions: Threshold = _t(1, 5, 1)
+    capacity_shortfall: Threshold = _t(1, 5, 3)
+    fsx_free_capacity_percent: Threshold = _t(10, 5, 3)
+    fsx_throughput_percent: Threshold = _t(80, 5, 3)
+    security_changes: Threshold = _t(1, 5, 1)
