@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from config.alarms import Alarms
 from gpu_constructs.alarm_factory import ABOVE, AT_LEAST, BELOW, AlarmFactory, period
-from gpu_constructs.cloudwatch_agent import fleet_dimensions, gpu_metric_name
+from gpu_constructs.fleet_metrics import gpu_metric
 
 #: Published by the node's GPU health check (scripts/node/gpu_health.py).
 HEALTH_METRIC = "GpuHealthCheckFailed"
-
-
-def gpu_metric(namespace: str, group_name: str, measurement: str, statistic: str, minutes: int) -> cloudwatch.Metric:
-    """A fleet-wide GPU metric: the agent aggregates every GPU of the group by AutoScalingGroupName."""
-    return cloudwatch.Metric(
-        namespace=namespace,
-        metric_name=gpu_metric_name(measurement),
-        dimensions_map=fleet_dimensions(group_name),
-        statistic=statistic,
-        period=Duration.minutes(minutes),
-    )
 
 
 class FleetAlarms(Construct):

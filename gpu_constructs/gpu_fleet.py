@@ -17,6 +17,7 @@ from config.catalog import InstanceType
 from config.fleets import Fleet, Placement
 from gpu_constructs.acknowledge import acknowledge
 from gpu_constructs.fleet_launch_template import FleetLaunchTemplate, Volumes
+from gpu_constructs.fleet_metrics import gpu_metric
 
 #: The launch hook waits for the node's GPU check, Lustre mount (up to 20 minutes of
 #: retries, scripts/node/mount-lustre.sh) and agent start.
@@ -27,6 +28,8 @@ TERMINATE_HOOK_TIMEOUT = Duration.minutes(10)
 #: at zero well before EC2 reclaims the instances (it begins 30 minutes before the end).
 BLOCK_START_DELAY = timedelta(minutes=5)
 BLOCK_END_MARGIN = timedelta(minutes=60)
+#: Period of the step-scaling alarms; the configured durations are multiples of it.
+STEP_PERIOD_MINUTES = 5
 
 _SPOT_STRATEGY = {
     "price-capacity-optimized": autoscaling.SpotAllocationStrategy.PRICE_CAPACITY_OPTIMIZED,
@@ -66,11 +69,14 @@ class GpuFleet(Construct):
         efa_security_group: ec2.ISecurityGroup,
         volume_key: kms.IKey,
         notification_topic: sns.ITopic,
+        metrics_namespace: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.launch_hook_name = f"{group_name}-launch"
         self.terminate_hook_name = f"{group_name}-terminate"
         block = fleet.capacity_block
+        # Capacity Blocks and warm pools need a plain launch template: no mixed-instances policy.
+        single_template = block is not None or fleet.warm_pool is not None
 
         # One launch template per EFA interface layout, in preference order.
         layouts: dict[tuple[int, ...], list[InstanceType]] = {}
@@ -93,7 +99,7 @@ class GpuFleet(Construct):
                 volume_key=volume_key,
                 containers=fleet.containers,
                 capacity_block_id=block.id if block else None,
-                instance_type=instance_types[0].instance_type if block else None,
+                instance_type=instance_types[0].instance_type if single_template else None,
             ).launch_template
 
         in_block = fleet.capacity.min if block is None else 0
@@ -115,7 +121,7 @@ class GpuFleet(Construct):
                 )
             ],
         }
-        if block is not None:
+        if single_template:
             (template,) = self.launch_templates.values()
             self.auto_scaling_group = autoscaling.AutoScalingGroup(self, "Group", launch_template=template, **common)
         else:
@@ -187,6 +193,15 @@ class GpuFleet(Construct):
                 desired_capacity=0,
             )
 
+        self._add_scaling(fleet, group_name, metrics_namespace)
+        if fleet.warm_pool is not None:
+            self.auto_scaling_group.add_warm_pool(
+                min_size=fleet.warm_pool.min_size,
+                max_group_prepared_capacity=fleet.warm_pool.max_prepared_capacity,
+                pool_state=autoscaling.PoolState.STOPPED,
+                reuse_on_scale_in=fleet.warm_pool.reuse_on_scale_in,
+            )
+
         self.auto_scaling_group.add_lifecycle_hook(
             "Launch",
             lifecycle_hook_name=self.launch_hook_name,
@@ -201,6 +216,53 @@ class GpuFleet(Construct):
             default_result=autoscaling.DefaultResult.CONTINUE,
             heartbeat_timeout=TERMINATE_HOOK_TIMEOUT,
         )
+
+    def _add_scaling(self, fleet: Fleet, group_name: str, namespace: str) -> None:
+        """Dynamic scaling on the fleet's GPU utilization and scheduled actions, from config only:
+        a fleet without ``scaling`` (training fleets by default) keeps its configured size."""
+        scaling = fleet.scaling
+        if scaling is None:
+            return
+        group = self.auto_scaling_group
+        if scaling.target_tracking is not None:
+            group.scale_to_track_metric(
+                "GpuUtilizationTarget",
+                metric=gpu_metric(namespace, group_name, "utilization_gpu", "Average", 1),
+                target_value=scaling.target_tracking.gpu_utilization_percent,
+            )
+        step = scaling.step
+        if step is not None:
+            group.scale_on_metric(
+                "GpuBusyScaleOut",
+                metric=gpu_metric(namespace, group_name, "utilization_gpu", "Average", STEP_PERIOD_MINUTES),
+                scaling_steps=[
+                    autoscaling.ScalingInterval(upper=step.scale_out_above_percent, change=0),
+                    autoscaling.ScalingInterval(lower=step.scale_out_above_percent, change=step.scale_out_instances),
+                ],
+                adjustment_type=autoscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+                evaluation_periods=step.scale_out_after_minutes // STEP_PERIOD_MINUTES,
+                datapoints_to_alarm=step.scale_out_after_minutes // STEP_PERIOD_MINUTES,
+            )
+            group.scale_on_metric(
+                "GpuIdleScaleIn",
+                metric=gpu_metric(namespace, group_name, "utilization_gpu", "Average", STEP_PERIOD_MINUTES),
+                scaling_steps=[
+                    autoscaling.ScalingInterval(upper=step.scale_in_below_percent, change=-step.scale_in_instances),
+                    autoscaling.ScalingInterval(lower=step.scale_in_below_percent, change=0),
+                ],
+                adjustment_type=autoscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+                evaluation_periods=step.scale_in_after_minutes // STEP_PERIOD_MINUTES,
+                datapoints_to_alarm=step.scale_in_after_minutes // STEP_PERIOD_MINUTES,
+            )
+        for action in scaling.schedules:
+            group.scale_on_schedule(
+                f"Schedule-{action.name}",
+                schedule=autoscaling.Schedule.expression(action.cron),
+                time_zone=action.time_zone,
+                min_capacity=action.min,
+                max_capacity=action.max,
+                desired_capacity=action.desired,
+            )
 
     def _acknowledge_template_checks(self, fleet: Fleet) -> None:
         group = self.auto_scaling_group

@@ -19,6 +19,8 @@ USER_DATA_LIMIT_BYTES = 16 * 1024
 
 INSTALL_PREFIX = "/opt/gpu-platform/node"
 CONFIG_DIR = "/etc/gpu-platform"
+#: cloud-init runs these at every boot after the first (on the first, they run before user data).
+PER_BOOT_DIR = "/var/lib/cloud/scripts/per-boot"
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,23 @@ def render_user_data(
     instance_types: Mapping[str, Mapping[str, Any]],
     agent_config_json: str,
     scripts: NodeScripts,
+    every_boot: bool = False,
 ) -> list[str]:
-    """The bash lines of the user data (CDK adds the shebang)."""
+    """The bash lines of the user data (CDK adds the shebang).
+
+    ``every_boot``: also run the bootstrap at each later boot (cloud-init's per-boot
+    scripts). A warm-pool instance is started again from Stopped and must pass its GPU
+    check, mount Lustre and complete the launch hook once more before it serves.
+    """
     zip_path = f"{INSTALL_PREFIX}.zip"
+    per_boot = (
+        [
+            f"install -d -m 0755 {PER_BOOT_DIR}",
+            f"ln -sf {INSTALL_PREFIX}/bootstrap.sh {PER_BOOT_DIR}/gpu-platform-bootstrap.sh",
+        ]
+        if every_boot
+        else []
+    )
     return [
         "set -euo pipefail",
         f"install -d -m 0755 {CONFIG_DIR} {INSTALL_PREFIX} /var/log/gpu-platform",
@@ -64,5 +80,6 @@ def render_user_data(
         f"aws s3 cp --only-show-errors --region {region} s3://{scripts.bucket_name}/{scripts.object_key} {zip_path}",
         f"python3 -m zipfile -e {zip_path} {INSTALL_PREFIX}",
         f"chmod 0755 {INSTALL_PREFIX}/*.sh {INSTALL_PREFIX}/*.py",
+        *per_boot,
         f"exec {INSTALL_PREFIX}/bootstrap.sh",
     ]

@@ -9,7 +9,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from gpu_constructs.fleet_alarms import gpu_metric
+from gpu_constructs.fleet_metrics import gpu_metric
 
 #: Published by the node's GPU health check: one per node and market (spot | on-demand).
 NODE_RUNNING_METRIC = "NodeRunning"

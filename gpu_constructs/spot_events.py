@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -38,10 +37,11 @@ class SpotEvents(Construct):
             rule_name=rule_name,
             description="Spot interruption warnings and rebalance recommendations of GPU nodes",
             event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=DETAIL_TYPES),
-            # By ARN: the topic's own policy and the alerts key already admit EventBridge of this
-            # account (with a source-account condition); CDK would otherwise add looser grants.
-            targets=[targets.SnsTopic(sns.Topic.from_topic_arn(self, "Topic", topic.topic_arn))],
         )
+        # The topic by ARN only: its own policy and the alerts key already admit EventBridge of this
+        # account (with a source-account condition); a CDK target would add looser grants of its own.
+        cfn_rule: events.CfnRule = self.rule.node.default_child
+        cfn_rule.targets = [events.CfnRule.TargetProperty(id="AlertsTopic", arn=topic.topic_arn)]
         t = thresholds.spot_interruptions
         self.alarm = factory.metric_alarm(
             self,

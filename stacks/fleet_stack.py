@@ -129,6 +129,7 @@ class FleetStack(PlatformStack):
                     },
                     agent_config_json=agent,
                     scripts=NodeScripts(bucket_name=scripts.s3_bucket_name, object_key=scripts.s3_object_key),
+                    every_boot=fleet.warm_pool is not None,
                 )
             )
             gpu_fleet = GpuFleet(
@@ -148,6 +149,7 @@ class FleetStack(PlatformStack):
                 efa_security_group=efa_security_group,
                 volume_key=volume_key,
                 notification_topic=self.alerts_topic,
+                metrics_namespace=names.metrics_namespace,
             )
             for log_group in self.node_log_groups.values():
                 gpu_fleet.node.add_dependency(log_group)  # the agent cannot create log groups

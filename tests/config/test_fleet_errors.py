@@ -176,6 +176,87 @@ CASES = [
         ],
         id="type-twice",
     ),
+    pytest.param(
+        fleet(scaling={"target_tracking": {"gpu_utilization_percent": 70}, "step": {}}),
+        [
+            "dev.yaml: fleets[0].scaling: target_tracking and step both scale on GPU utilization and would fight; fix: keep one of them"
+        ],
+        id="target-and-step",
+    ),
+    pytest.param(
+        fleet(scaling={"step": {"scale_out_above_percent": 50, "scale_in_below_percent": 60}}),
+        [
+            "dev.yaml: fleets[0].scaling.step.scale_in_below_percent: 60 is not below scale_out_above_percent (50); fix: leave a band between the two so the fleet does not flap"
+        ],
+        id="step-band-inverted",
+    ),
+    pytest.param(
+        fleet(scaling={"step": {"scale_out_after_minutes": 12}}),
+        [
+            "dev.yaml: fleets[0].scaling.step.scale_out_after_minutes: 12 is not a multiple of 5; fix: use 5, 10, 15, ... (5-minute periods)"
+        ],
+        id="step-minutes-not-5",
+    ),
+    pytest.param(
+        fleet(scaling={"schedules": [{"name": "nights", "cron": "0 20 * *", "min": 0}]}),
+        [
+            "dev.yaml: fleets[0].scaling.schedules[0].cron: '0 20 * *' is not a five-field cron expression; fix: write minute hour day-of-month month day-of-week, e.g. '0 8 * * 1-5'"
+        ],
+        id="bad-cron",
+    ),
+    pytest.param(
+        fleet(scaling={"schedules": [{"name": "nights", "cron": "0 20 * * *"}]}),
+        [
+            "dev.yaml: fleets[0].scaling.schedules[0]: the action changes nothing; fix: set at least one of min, max, desired"
+        ],
+        id="schedule-changes-nothing",
+    ),
+    pytest.param(
+        fleet(instance_types=["g5.xlarge"], efa=False, placement="none", warm_pool={"min_size": 1}),
+        [
+            "dev.yaml: fleets[0].warm_pool: EC2 Auto Scaling warm pools do not work with Spot or mixed instance types; fix: use one instance type and on_demand_percentage_above_base: 100, or remove warm_pool"
+        ],
+        id="warm-pool-with-spot",
+    ),
+    pytest.param(
+        fleet(
+            instance_types=["g5.xlarge", "g5.2xlarge"],
+            efa=False,
+            placement="none",
+            on_demand_percentage_above_base=100,
+            warm_pool={},
+        ),
+        [
+            "dev.yaml: fleets[0].warm_pool: EC2 Auto Scaling warm pools do not work with Spot or mixed instance types; fix: use one instance type and on_demand_percentage_above_base: 100, or remove warm_pool"
+        ],
+        id="warm-pool-mixed-types",
+    ),
+    pytest.param(
+        fleet(
+            instance_types=["g5.xlarge"],
+            efa=False,
+            placement="none",
+            on_demand_percentage_above_base=100,
+            warm_pool={"max_prepared_capacity": 1},
+        ),
+        [
+            "dev.yaml: fleets[0].warm_pool.max_prepared_capacity: 1 is below capacity.max (2); fix: it counts the group's instances too: make it at least max, or leave it out"
+        ],
+        id="warm-pool-prepared-below-max",
+    ),
+    pytest.param(
+        fleet(
+            instance_types=["p5.48xlarge"],
+            placement="none",
+            capacity={"min": 2, "max": 2},
+            capacity_block=BLOCK,
+            scaling={"target_tracking": {"gpu_utilization_percent": 70}},
+        ),
+        [
+            "dev.yaml: fleets[0].scaling: a Capacity Block fleet has a fixed size (min = max) for the block's window; fix: remove scaling and warm_pool"
+        ],
+        id="block-with-scaling",
+    ),
 ]
 
 

@@ -42,6 +42,16 @@ EXTRA_FLEETS = [
         "capacity": {"min": 0, "max": 2},
     },
     {
+        "name": "warm",
+        "role": "inference",
+        "instance_types": ["g5.xlarge"],
+        "availability_zones": ["us-east-1a", "us-east-1b"],
+        "capacity": {"min": 0, "max": 4, "desired": 0},
+        "on_demand_percentage_above_base": 100,
+        "warm_pool": {"min_size": 1, "max_prepared_capacity": 6},
+        "scaling": {"target_tracking": {"gpu_utilization_percent": 60}},
+    },
+    {
         "name": "block",
         "role": "training",
         "instance_types": ["p5.48xlarge"],

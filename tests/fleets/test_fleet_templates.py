@@ -193,7 +193,11 @@ def test_capacity_block_fleet(fleet_synth: Synth) -> None:
     assert "MixedInstancesPolicy" not in group and "PlacementGroup" not in group
     assert (group["MinSize"], group["MaxSize"], group["DesiredCapacity"]) == ("0", "0", "0")
     actions = sorted(
-        (v["Properties"] for v in stack.resources("AWS::AutoScaling::ScheduledAction").values()),
+        (
+            v["Properties"]
+            for v in stack.resources("AWS::AutoScaling::ScheduledAction").values()
+            if "StartTime" in v["Properties"]
+        ),
         key=lambda p: p["StartTime"],
     )
     assert [(a["StartTime"], a["MinSize"], a["MaxSize"], a["DesiredCapacity"]) for a in actions] == [
