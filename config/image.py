@@ -1,21 +1,197 @@
-"""Schema of the ``image:`` section: where the fleets' AMI comes from."""
+"""Schema of the ``image:`` section: the golden AMI, its build and every version it pins.
+
+Every version the image installs (driver, CUDA, cuDNN, NCCL, EFA, PyTorch, ...) is pinned
+here, in ``versions``, and nowhere else: the component documents under
+``scripts/image/components/`` take them as parameters without defaults, and the image
+stack passes this mapping to them and tags it on the AMI. The parameter names are those of
+``scripts/image/versions.py``.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+import difflib
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pydantic import Field, field_validator
 
 from config.base import Strict
+from config.catalog import UnknownInstanceType, get_instance_type
 
 #: AWS's public parameter for the Deep Learning base AMI with the NVIDIA driver (Ubuntu 22.04, x86_64).
 DLAMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 
+_VERSIONS_MODULE = Path(__file__).resolve().parents[1] / "scripts" / "image" / "versions.py"
+
+
+def _load_component_table() -> ModuleType:
+    # scripts/ is not a package: load the component table from its file (as its tests do).
+    spec = importlib.util.spec_from_file_location("gpu_platform_image_versions", _VERSIONS_MODULE)
+    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with the repository
+        raise ImportError(f"cannot load {_VERSIONS_MODULE}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: ``scripts/image/versions.py``: the components, their parameters and the recipe order.
+COMPONENTS = _load_component_table()
+
+#: The versions the component author validated together; a config without ``image.versions`` gets these.
+DEFAULT_VERSIONS: dict[str, str] = {
+    "NvidiaDriverVersion": "595.91.07",
+    "CudaVersion": "13.0.3",
+    "CudnnVersion": "9.24.0.43",
+    "NcclVersion": "2.30.7",
+    "EfaInstallerVersion": "1.50.0",
+    "AwsOfiNcclVersion": "1.21.1",
+    "DcgmVersion": "4.7.0",
+    "LustreClientVersion": "2.15.6",
+    "TorchVersion": "2.14.1",
+    "TorchvisionVersion": "0.29.1",
+    "CloudWatchAgentVersion": "1.300073.2b1889",
+}
+
+#: Every version parameter some component takes, in the order of DEFAULT_VERSIONS.
+VERSION_PARAMETERS: tuple[str, ...] = tuple(DEFAULT_VERSIONS)
+_TAKEN = {p for params in COMPONENTS.VERSION_PARAMETERS.values() for p in params}
+if set(VERSION_PARAMETERS) != _TAKEN:  # a component gained or lost a pin: keep the defaults in step
+    raise ImportError(
+        f"config/image.py DEFAULT_VERSIONS ({sorted(VERSION_PARAMETERS)}) differs from the version parameters "
+        f"of scripts/image/versions.py ({sorted(_TAKEN)})"
+    )
+
+#: Component parameters that are not versions, and where each comes from instead.
+_SET_ELSEWHERE = {
+    "PipIndexUrl": "image.pip_index_url",
+    "NodeScriptsS3Uri": "the image stack (an S3 asset of scripts/node)",
+    "ExpectedGpuCount": "the image stack (the builder's GPU count in the instance catalog)",
+    "ExpectEfa": "the image stack (Image Builder test instances have no EFA interface)",
+}
+
+# A version is substituted into the components' bash scripts: no spaces, quotes or shell syntax.
+_VERSION = re.compile(r"^[0-9][0-9A-Za-z.+~_-]*$")
+_PUBLIC_PARAMETER = re.compile(r"^/aws/service/[A-Za-z0-9_./-]+$")
+_CRON = re.compile(r"^cron\((\S+ ){5}\S+\)$")
+_HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/+-]*)?$")
+#: Fleets' root volumes are at least 100 GiB, and a volume cannot be smaller than the AMI's snapshot.
+MAX_ROOT_VOLUME_GIB = 100
+
+
+def _public_parameter(value: str, example: str) -> str:
+    if not _PUBLIC_PARAMETER.match(value):
+        raise ValueError(
+            f"{value!r} is not a public AWS SSM parameter; fix: use a parameter path under /aws/service/, e.g. {example}"
+        )
+    return value
+
 
 class Image(Strict):
-    """The golden AMI.
+    """The golden AMI and its Image Builder pipeline.
 
-    ``bootstrap_ami_parameter`` is the public SSM parameter whose AMI the fleets
-    use until the first golden AMI is built (the platform's parameter
-    ``/gpu-platform/<env>/ami/latest`` starts with its value).
+    - ``bootstrap_ami_parameter``: public SSM parameter of the AMI the fleets use until the
+      first golden AMI is built (``/gpu-platform/<env>/ami/latest`` starts with its value).
+      It must be GPU-ready on its own, hence the Deep Learning AMI.
+    - ``parent_image_parameter``: public SSM parameter of the AMI each build starts from
+      (``ssm:<parameter>`` in the recipe, resolved by Image Builder at every build).
+    - ``builder_instance_type``: the GPU instance type that builds and tests the image.
+    - ``versions``: every pinned version (parameter name -> version).
+    - ``pip_index_url``: the package index PyTorch is installed from.
+    - ``schedule``: when the pipeline checks for a new parent image (Image Builder cron, UTC).
+    - ``root_volume_gib``: the image's root volume.
     """
 
-    bootstrap_ami_parameter: str = Field(default=DLAMI_PARAMETER, pattern=r"^/aws/service/[A-Za-z0-9_./-]+$")
+    bootstrap_ami_parameter: str = DLAMI_PARAMETER
+    parent_image_parameter: str = DLAMI_PARAMETER
+    builder_instance_type: str = "g5.2xlarge"
+    versions: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_VERSIONS))
+    pip_index_url: str = "https://pypi.org/simple"
+    schedule: str = "cron(0 3 ? * sun *)"
+    root_volume_gib: int = MAX_ROOT_VOLUME_GIB
+
+    @field_validator("bootstrap_ami_parameter", "parent_image_parameter")
+    @classmethod
+    def _parameter(cls, value: str) -> str:
+        return _public_parameter(value, DLAMI_PARAMETER)
+
+    @field_validator("builder_instance_type")
+    @classmethod
+    def _builder(cls, value: str) -> str:
+        try:
+            get_instance_type(value)
+        except UnknownInstanceType as err:
+            raise ValueError(f"{err}; fix: use a GPU instance type of the catalog, e.g. g5.2xlarge") from None
+        return value
+
+    @field_validator("versions", mode="before")
+    @classmethod
+    def _versions(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value  # pydantic reports the wrong type
+        problems = [p for key, version in value.items() if (p := _version_problem(str(key), version))]
+        missing = [key for key in VERSION_PARAMETERS if key not in value]
+        if missing:
+            pins = ", ".join(f"{key}: {DEFAULT_VERSIONS[key]}" for key in missing)
+            problems.append(
+                f"@: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing; "
+                f"fix: pin every version here, e.g. {pins}"
+            )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return value
+
+    @field_validator("pip_index_url")
+    @classmethod
+    def _index(cls, value: str) -> str:
+        if not _HTTPS_URL.match(value):
+            raise ValueError(
+                f"{value!r} is not an https:// URL; fix: use a package index URL such as https://pypi.org/simple"
+            )
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str) -> str:
+        if not _CRON.match(value):
+            raise ValueError(
+                f"{value!r} is not an Image Builder cron expression; "
+                "fix: write cron(minutes hours day-of-month month day-of-week year), e.g. cron(0 3 ? * sun *)"
+            )
+        return value
+
+    @field_validator("root_volume_gib")
+    @classmethod
+    def _root(cls, value: int) -> int:
+        if not 30 <= value <= MAX_ROOT_VOLUME_GIB:
+            raise ValueError(
+                f"{value} GiB is outside 30..{MAX_ROOT_VOLUME_GIB}; fix: the parent's snapshot must fit and a fleet "
+                f"root volume (at least {MAX_ROOT_VOLUME_GIB} GiB) must hold the image, so use 30 to {MAX_ROOT_VOLUME_GIB}"
+            )
+        return value
+
+
+def _version_problem(key: str, version: Any) -> str | None:
+    """The ``@key: ...`` problem of one ``versions`` entry, or None."""
+    if key not in VERSION_PARAMETERS:
+        if key in _SET_ELSEWHERE:
+            return f"@{key}: not a version; fix: remove it, {key} is set by {_SET_ELSEWHERE[key]}"
+        close = difflib.get_close_matches(key, VERSION_PARAMETERS, n=1, cutoff=0.9)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"@{key}: unknown version parameter; fix: {hint}remove it or use one of {', '.join(VERSION_PARAMETERS)}"
+    example = DEFAULT_VERSIONS[key]
+    if version is None or version == "":
+        return f"@{key}: the version is empty; fix: pin one, e.g. {key}: {example}"
+    if isinstance(version, bool) or not isinstance(version, str):
+        return (
+            f"@{key}: {version!r} is not a string (YAML reads 2.10 as the number 2.1); "
+            f"fix: quote the version, e.g. {key}: '{example}'"
+        )
+    if not _VERSION.match(version):
+        return (
+            f"@{key}: {version!r} is not a version; "
+            f"fix: use digits, letters and . + ~ _ - only, starting with a digit, e.g. {example}"
+        )
+    return None

@@ -60,6 +60,8 @@ BOUNDARY_ACTIONS = [
     "ec2:DescribeVolumes",
     "ec2:DescribeSecurityGroups",
     "fsx:DescribeFileSystems",
+    # the golden AMI's build instance fetches its components
+    "imagebuilder:GetComponent",
     # CDK's custom resource that strips the VPC's default security group
     "ec2:RevokeSecurityGroupIngress",
     "ec2:RevokeSecurityGroupEgress",

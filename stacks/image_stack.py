@@ -1,20 +1,54 @@
-"""ImageStack: the golden AMI's parameter (and, as it grows, its build pipeline)."""
+"""ImageStack: the golden AMI's parameter and the Image Builder pipeline that refreshes it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import yaml
+from aws_cdk import CfnResource, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from config import Environment
+from config.catalog import get_instance_type
+from config.image import COMPONENTS
 from config.naming import ResourceNames
+from gpu_constructs.hardened_bucket import HardenedBucket, log_lifecycle
+from gpu_constructs.image_builder_role import BuildAccess, ImageBuilderInstanceRole
+from gpu_constructs.image_component import ImageComponent, strip_leading_comments
+from gpu_constructs.image_distribution import ImageDistribution
+from gpu_constructs.image_infrastructure import ImageInfrastructure
+from gpu_constructs.image_pipeline import ImagePipeline
+from gpu_constructs.image_recipe import ImageRecipe, RecipeStep
 from stacks.base import PlatformStack
+
+NODE_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "node"
+#: Root device of the Ubuntu 22.04 parents (Deep Learning AMI and Canonical's AMI alike).
+ROOT_DEVICE = "/dev/sda1"
+#: Prefix of AWSTOE's build logs in the image log bucket.
+BUILD_LOG_PREFIX = "image-builder"
+#: The test stage: DCGM diagnostics, the NCCL all-reduce and the torch checks take well under this.
+TEST_TIMEOUT_MINUTES = 120
 
 
 class ImageStack(PlatformStack):
-    """Attributes: ``ami_parameter`` (``/gpu-platform/<env>/ami/latest``, data type ``aws:ec2:image``)."""
+    """Attributes: ``ami_parameter`` (``/gpu-platform/<env>/ami/latest``, data type ``aws:ec2:image``),
+    ``components`` (component key -> ImageComponent, in recipe order), ``recipe``, ``log_bucket``, ``builder_role``,
+    ``infrastructure``, ``distribution``, ``pipeline``.
+
+    Build logs go to a bucket of their own, ``gpu-platform-<env>-image-logs-<account>-<region>``
+    (hardened like every bucket, SSE-KMS with the ``logs`` key, access logs to
+    ``access_log_bucket``, the audit lifecycle), prefix ``image-builder/``. Not into the access
+    log bucket itself: that one is SSE-S3 only because S3 server access logging demands it, and
+    a bucket named here lets the build role's statement and its acknowledgment name the ARN.
+    ``data_key`` is not used: the AMI's snapshots use the account's default EBS key (see
+    ImageRecipe) and the fleets re-encrypt their volumes with the data key at launch.
+    """
 
     def __init__(
         self,
@@ -33,6 +67,7 @@ class ImageStack(PlatformStack):
             scope, construct_id, env=env, stateful=False, description=f"GPU platform {env.name}: golden AMI"
         )
         names = ResourceNames.of(env)
+        image = env.image
         # The first deploy needs an AMI before any golden image exists: the parameter starts
         # with the public Deep Learning AMI (resolved by CloudFormation at deploy time);
         # the image pipeline's distribution overwrites it with each new build.
@@ -40,7 +75,150 @@ class ImageStack(PlatformStack):
             self,
             "AmiParameter",
             parameter_name=names.ami_parameter,
-            string_value=f"{{{{resolve:ssm:{env.image.bootstrap_ami_parameter}}}}}",
+            string_value=f"{{{{resolve:ssm:{image.bootstrap_ami_parameter}}}}}",
             data_type=ssm.ParameterDataType.AWS_EC2_IMAGE,
             description=f"GPU platform {env.name}: AMI id of GPU nodes (golden AMI; bootstrap: Deep Learning AMI)",
         )
+
+        image_name = f"{names.prefix}-gpu-node"
+        node_scripts = s3_assets.Asset(
+            self, "NodeScripts", path=str(NODE_SCRIPTS), exclude=["__pycache__", "*.pyc", "README.md"]
+        )
+        self.components = {
+            key: ImageComponent(self, f"Component-{key}", name=f"{names.prefix}-{key}", **_document(key))
+            for key in COMPONENTS.RECIPE_ORDER
+        }
+        builder = get_instance_type(image.builder_instance_type)
+        parameter_values = {
+            **image.versions,
+            "PipIndexUrl": image.pip_index_url,
+            "NodeScriptsS3Uri": f"s3://{node_scripts.s3_bucket_name}/{node_scripts.s3_object_key}",
+            "ExpectedGpuCount": str(builder.gpu_count),
+            # Image Builder gives its test instance one ENA interface and no EFA, whatever the
+            # type supports; the fleets' EFA is checked at launch by the node bootstrap.
+            "ExpectEfa": "false",
+        }
+        self.recipe = ImageRecipe(
+            self,
+            "Recipe",
+            name=image_name,
+            description=f"GPU platform {env.name}: NVIDIA driver, CUDA, EFA/NCCL, PyTorch, node services",
+            parent_image=f"ssm:{image.parent_image_parameter}",
+            steps=[
+                RecipeStep(component, {p: parameter_values[p] for p in COMPONENTS.parameters(key)})
+                for key, component in self.components.items()
+            ],
+            root_device_name=ROOT_DEVICE,
+            root_volume_gib=image.root_volume_gib,
+        )
+
+        # Logs outlive a replaced image stack where the environment is protected; elsewhere the
+        # bucket must be emptied by hand before the stack can be deleted (no auto-delete).
+        retain = RemovalPolicy.RETAIN if env.protect_stateful_resources else RemovalPolicy.DESTROY
+        log_bucket_name = f"{names.prefix}-image-logs-{env.account}-{env.region}"
+        self.log_bucket = HardenedBucket(
+            self,
+            "BuildLogs",
+            bucket_name=log_bucket_name,
+            encryption_key=logs_key,
+            access_log_bucket=access_log_bucket,
+            access_log_prefix="image-logs-bucket/",
+            lifecycle_rules=log_lifecycle(
+                transition_days=env.audit.log_transition_days, expiration_days=env.audit.log_expiration_days
+            ),
+            removal_policy=retain,
+        ).bucket
+        image_logs, pipeline_logs = (
+            logs.LogGroup(
+                self,
+                construct,
+                log_group_name=log_group_name,
+                encryption_key=logs_key,
+                retention=self.log_retention,
+                removal_policy=retain,
+            )
+            for construct, log_group_name in (
+                ("ImageLogs", f"/aws/imagebuilder/{image_name}"),
+                ("PipelineLogs", f"/aws/imagebuilder/pipeline/{image_name}"),
+            )
+        )
+        self.builder_role = ImageBuilderInstanceRole(
+            self,
+            "Builder",
+            access=BuildAccess(
+                components=list(self.components.values()),
+                object_arns=[f"arn:{self.partition}:s3:::{node_scripts.s3_bucket_name}/{node_scripts.s3_object_key}"],
+                log_bucket_arn=f"arn:{self.partition}:s3:::{log_bucket_name}",
+                log_prefix=BUILD_LOG_PREFIX,
+                log_key_arn=logs_key.key_arn,
+                log_group_arn=image_logs.log_group_arn,
+            ),
+        )
+        self.infrastructure = ImageInfrastructure(
+            self,
+            "Infrastructure",
+            name=image_name,
+            description=f"GPU platform {env.name}: {builder.instance_type} builders in a private GPU subnet",
+            instance_types=[builder.instance_type],
+            instance_profile=self.builder_role.instance_profile,
+            subnet_id=_first_subnet(vpc, builder_subnets),
+            security_group_ids=[builder_security_group.security_group_id],
+            log_bucket_name=self.log_bucket.bucket_name,
+            log_prefix=BUILD_LOG_PREFIX,
+            resource_tags={**env.tags, "Name": f"{names.prefix}-image-builder"},
+        )
+        self.distribution = ImageDistribution(
+            self,
+            "Distribution",
+            name=image_name,
+            description=f"GPU platform {env.name}: golden GPU node AMI",
+            region=env.region,
+            ami_name_prefix=image_name,
+            ami_tags={
+                **env.tags,
+                "Name": image_name,
+                **image.versions,
+                "PipIndexUrl": image.pip_index_url,
+                "ParentImage": f"ssm:{image.parent_image_parameter}",
+            },
+            parameter_name=names.ami_parameter,
+        )
+        self.distribution.configuration.add_resource_dependency(_cfn(self.ami_parameter))
+        self.pipeline = ImagePipeline(
+            self,
+            "Pipeline",
+            name=image_name,
+            description=f"GPU platform {env.name}: weekly golden AMI for the GPU fleets, GPU-tested",
+            recipe_arn=self.recipe.arn,
+            infrastructure_arn=self.infrastructure.arn,
+            distribution_arn=self.distribution.arn,
+            schedule=image.schedule,
+            test_timeout_minutes=TEST_TIMEOUT_MINUTES,
+            image_log_group_name=image_logs.log_group_name,
+            pipeline_log_group_name=pipeline_logs.log_group_name,
+        )
+
+
+def _document(key: str) -> dict[str, str]:
+    """Description and inline document of one component file (its opening comment block left out)."""
+    text = COMPONENTS.component_path(key).read_text(encoding="utf-8")
+    return {"description": yaml.safe_load(text)["description"], "document": strip_leading_comments(text)}
+
+
+def _first_subnet(vpc: ec2.IVpc, selection: ec2.SubnetSelection) -> str:
+    """The first subnet (first zone) of ``selection``: a build needs one subnet, any GPU subnet will do."""
+    selected = vpc.select_subnets(
+        availability_zones=selection.availability_zones,
+        one_per_az=selection.one_per_az,
+        subnet_filters=selection.subnet_filters,
+        subnet_group_name=selection.subnet_group_name,
+        subnets=selection.subnets,
+        subnet_type=selection.subnet_type,
+    )
+    return selected.subnet_ids[0]
+
+
+def _cfn(construct: Construct) -> CfnResource:
+    child = construct.node.default_child
+    assert isinstance(child, CfnResource)
+    return child

@@ -1,0 +1,403 @@
+"""Image: the Image Builder pipeline of the golden AMI, and the parameter the fleets launch from."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import yaml
+from aws_cdk import App, Stack
+
+from config.catalog import get_instance_type
+from config.image import COMPONENTS, VERSION_PARAMETERS
+from config.naming import ResourceNames
+from gpu_constructs.image_component import (
+    MAX_INLINE_DATA,
+    ImageComponent,
+    content_version,
+    strip_leading_comments,
+)
+from gpu_constructs.image_recipe import ImageRecipe, RecipeStep
+from gpu_constructs.permissions_boundary import BOUNDARY_ACTIONS
+from tests.synth import StackTemplate, Synth
+
+ENVS = ["dev", "staging", "prod"]
+SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+AMI_PARAMETER_TYPE = "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
+
+
+def image(synth: Synth, env: str) -> StackTemplate:
+    return synth.stack(env, "Image")
+
+
+def _one(stack: StackTemplate, type_: str) -> tuple[str, dict[str, Any]]:
+    ((logical_id, resource),) = stack.resources(type_).items()
+    return logical_id, resource["Properties"]
+
+
+def _getatt(logical_id: str) -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id, "Arn"]}
+
+
+def _components_by_id(stack: StackTemplate) -> dict[str, dict[str, Any]]:
+    return {k: v["Properties"] for k, v in stack.resources("AWS::ImageBuilder::Component").items()}
+
+
+def _expected_parameters(synth: Synth, env: str, key: str) -> dict[str, str]:
+    cfg = synth.environments[env].image
+    builder = get_instance_type(cfg.builder_instance_type)
+    others = {
+        "PipIndexUrl": cfg.pip_index_url,
+        "ExpectedGpuCount": str(builder.gpu_count),
+        "ExpectEfa": "false",
+    }
+    values = {**cfg.versions, **others}
+    return {p: values[p] for p in COMPONENTS.parameters(key) if p != "NodeScriptsS3Uri"}
+
+
+# --- pipeline ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_pipeline_weekly_enabled_with_tests(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    stack = image(synth, env)
+    _, pipeline = _one(stack, "AWS::ImageBuilder::ImagePipeline")
+    recipe_id, _ = _one(stack, "AWS::ImageBuilder::ImageRecipe")
+    infra_id, _ = _one(stack, "AWS::ImageBuilder::InfrastructureConfiguration")
+    dist_id, _ = _one(stack, "AWS::ImageBuilder::DistributionConfiguration")
+    assert pipeline["Status"] == "ENABLED"
+    assert pipeline["Schedule"] == {
+        "ScheduleExpression": cfg.image.schedule,
+        "PipelineExecutionStartCondition": "EXPRESSION_MATCH_AND_DEPENDENCY_UPDATES_AVAILABLE",
+    }
+    assert re.fullmatch(r"cron\(\d+ \d+ \? \* sun \*\)", cfg.image.schedule)  # weekly
+    assert pipeline["ImageTestsConfiguration"]["ImageTestsEnabled"] is True
+    assert pipeline["ImageTestsConfiguration"]["TimeoutMinutes"] >= 60
+    assert pipeline["ImageRecipeArn"] == _getatt(recipe_id)
+    assert pipeline["InfrastructureConfigurationArn"] == _getatt(infra_id)
+    assert pipeline["DistributionConfigurationArn"] == _getatt(dist_id)
+    assert pipeline["Name"] == f"{ResourceNames.of(cfg).prefix}-gpu-node"
+    assert "ExecutionRole" not in pipeline  # Image Builder's service-linked role
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_pipeline_logs_encrypted_with_retention(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    stack = image(synth, env)
+    _, pipeline = _one(stack, "AWS::ImageBuilder::ImagePipeline")
+    groups = {k: v["Properties"] for k, v in stack.resources("AWS::Logs::LogGroup").items()}
+    named = pipeline["LoggingConfiguration"]
+    assert {v["Ref"] for v in named.values()} == set(groups)
+    names = sorted(g["LogGroupName"] for g in groups.values())
+    prefix = ResourceNames.of(cfg).prefix
+    assert names == [f"/aws/imagebuilder/{prefix}-gpu-node", f"/aws/imagebuilder/pipeline/{prefix}-gpu-node"]
+    for group in groups.values():
+        assert "KeysLogs" in str(group["KmsKeyId"])
+        assert group["RetentionInDays"] == cfg.logging.retention_days
+
+
+# --- recipe and components --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_recipe_parent_from_config_and_components_in_order(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    stack = image(synth, env)
+    _, recipe = _one(stack, "AWS::ImageBuilder::ImageRecipe")
+    components = _components_by_id(stack)
+    prefix = ResourceNames.of(cfg).prefix
+    assert recipe["ParentImage"] == f"ssm:{cfg.image.parent_image_parameter}"
+    assert SEMVER.match(recipe["Version"])
+    order = [components[c["ComponentArn"]["Fn::GetAtt"][0]]["Name"] for c in recipe["Components"]]
+    assert order == [f"{prefix}-{key}" for key in COMPONENTS.RECIPE_ORDER]
+    assert order[-1] == f"{prefix}-gpu-validation"  # the test component, last
+    (root,) = recipe["BlockDeviceMappings"]
+    assert root["DeviceName"] == "/dev/sda1"
+    assert root["Ebs"] == {
+        "DeleteOnTermination": True,
+        "Encrypted": True,
+        "VolumeSize": cfg.image.root_volume_gib,
+        "VolumeType": "gp3",
+    }
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_recipe_passes_every_parameter_from_config(synth: Synth, env: str) -> None:
+    stack = image(synth, env)
+    _, recipe = _one(stack, "AWS::ImageBuilder::ImageRecipe")
+    for key, step in zip(COMPONENTS.RECIPE_ORDER, recipe["Components"], strict=True):
+        given = {p["Name"]: p["Value"] for p in step["Parameters"]}
+        # Every parameter the document declares (none has a default) is given, and nothing else.
+        declared = [next(iter(p)) for p in yaml.safe_load(COMPONENTS.component_path(key).read_text())["parameters"]]
+        assert sorted(given) == sorted(declared), key
+        for name, value in _expected_parameters(synth, env, key).items():
+            assert given[name] == [value], (key, name)
+
+
+def test_versions_come_from_config_not_defaults(synth: Synth) -> None:
+    """The recipe takes each environment's own pins: a version changed in one file reaches only that recipe."""
+    for env in ENVS:
+        _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
+        given = {p["Name"]: p["Value"][0] for c in recipe["Components"] for p in c["Parameters"]}
+        assert {k: given[k] for k in VERSION_PARAMETERS} == synth.environments[env].image.versions
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_gpu_checks_expect_the_builders_gpus(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
+    validation = {p["Name"]: p["Value"] for p in recipe["Components"][-1]["Parameters"]}
+    assert validation["ExpectedGpuCount"] == [str(get_instance_type(cfg.image.builder_instance_type).gpu_count)]
+    assert validation["ExpectEfa"] == ["false"]  # Image Builder's test instance has no EFA interface
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_node_scripts_from_the_stacks_asset(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
+    node_scripts = recipe["Components"][COMPONENTS.RECIPE_ORDER.index("node-scripts")]
+    ((name, (uri,)),) = [(p["Name"], p["Value"]) for p in node_scripts["Parameters"]]
+    assert name == "NodeScriptsS3Uri"
+    assert re.fullmatch(rf"s3://cdk-[a-z0-9]+-assets-{cfg.account}-{cfg.region}/[0-9a-f]{{64}}\.zip", uri)
+    downloads = _statements(synth, env)["ComponentDownloads"]
+    assert downloads["Action"] == "s3:GetObject"
+    assert downloads["Resource"] == uri.replace("s3://", "arn:aws:s3:::")  # exactly that object
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_one_component_per_document_with_its_content(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    components = {p["Name"]: p for p in _components_by_id(image(synth, env)).values()}
+    prefix = ResourceNames.of(cfg).prefix
+    documents = sorted(COMPONENTS.COMPONENTS_DIR.glob("*.yaml"))
+    assert sorted(components) == sorted(f"{prefix}-{path.stem}" for path in documents)
+    for path in documents:
+        text = path.read_text(encoding="utf-8")
+        component = components[f"{prefix}-{path.stem}"]
+        # The file as written, less its opening comment block (notes for people): the same YAML.
+        assert component["Data"] == strip_leading_comments(text)
+        assert text.endswith(component["Data"])
+        assert yaml.safe_load(component["Data"]) == yaml.safe_load(text)
+        assert len(component["Data"]) <= MAX_INLINE_DATA
+        assert component["Platform"] == "Linux"
+        assert component["Description"] == yaml.safe_load(text)["description"]
+        assert SEMVER.match(component["Version"])
+
+
+# --- infrastructure ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_infrastructure_private_gpu_subnet_imdsv2_terminates(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    stack = image(synth, env)
+    _, infra = _one(stack, "AWS::ImageBuilder::InfrastructureConfiguration")
+    profile_id, profile = _one(stack, "AWS::IAM::InstanceProfile")
+    role_id, _ = _one(stack, "AWS::IAM::Role")
+    assert infra["InstanceTypes"] == [cfg.image.builder_instance_type]
+    assert get_instance_type(cfg.image.builder_instance_type).gpu_count >= 1
+    subnet = infra["SubnetId"]["Fn::GetStackOutput"]
+    assert subnet["StackName"] == f"{env}-Network" and "gpuSubnet1Subnet" in subnet["OutputName"]
+    ((group,),) = [[g["Fn::GetStackOutput"] for g in infra["SecurityGroupIds"]]]
+    assert group["StackName"] == f"{env}-Network" and "NodesSecurityGroup" in group["OutputName"]
+    assert infra["InstanceMetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}
+    assert infra["TerminateInstanceOnFailure"] is True
+    assert "KeyPair" not in infra
+    assert infra["InstanceProfileName"] == {"Ref": profile_id}
+    assert profile["Roles"] == [{"Ref": role_id}]
+    assert infra["ResourceTags"]["CostCenter"] == cfg.tags["CostCenter"]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_build_logs_to_a_hardened_log_bucket(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    stack = image(synth, env)
+    _, infra = _one(stack, "AWS::ImageBuilder::InfrastructureConfiguration")
+    bucket_id, bucket = next(iter(stack.resources("AWS::S3::Bucket").items()))
+    props = bucket["Properties"]
+    assert infra["Logging"] == {"S3Logs": {"S3BucketName": {"Ref": bucket_id}, "S3KeyPrefix": "image-builder"}}
+    assert props["BucketName"] == f"gpu-platform-{env}-image-logs-{cfg.account}-{cfg.region}"
+    (sse,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    assert "KeysLogs" in str(sse["ServerSideEncryptionByDefault"]["KMSMasterKeyID"])
+    assert props["PublicAccessBlockConfiguration"]["RestrictPublicBuckets"] is True
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert "AccessLogsBucket" in str(props["LoggingConfiguration"]["DestinationBucketName"])
+    (rule,) = props["LifecycleConfiguration"]["Rules"]
+    assert rule["ExpirationInDays"] == cfg.audit.log_expiration_days
+    assert bucket["DeletionPolicy"] == ("Retain" if cfg.protect_stateful_resources else "Delete")
+
+
+# --- distribution -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_distribution_writes_the_fleets_parameter_and_tags_versions(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    stack = image(synth, env)
+    _, dist = _one(stack, "AWS::ImageBuilder::DistributionConfiguration")
+    (target,) = dist["Distributions"]
+    assert target["Region"] == cfg.region
+    assert target["SsmParameterConfigurations"] == [
+        {"ParameterName": ResourceNames.of(cfg).ami_parameter, "DataType": "aws:ec2:image"}
+    ]
+    ami = target["AmiDistributionConfiguration"]
+    assert ami["Name"] == f"gpu-platform-{env}-gpu-node-{{{{ imagebuilder:buildDate }}}}"
+    tags = ami["AmiTags"]
+    assert {k: tags[k] for k in VERSION_PARAMETERS} == cfg.image.versions
+    assert tags["PipIndexUrl"] == cfg.image.pip_index_url
+    assert tags["ParentImage"] == f"ssm:{cfg.image.parent_image_parameter}"
+    assert {k: tags[k] for k in cfg.tags} == cfg.tags  # cost allocation reaches the AMI and its snapshots
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_ami_parameter_bootstraps_from_the_deep_learning_ami(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    stack = image(synth, env)
+    param_id, param = _one(stack, "AWS::SSM::Parameter")
+    assert param["Name"] == ResourceNames.of(cfg).ami_parameter
+    assert param["DataType"] == "aws:ec2:image"
+    assert param["Value"] == f"{{{{resolve:ssm:{cfg.image.bootstrap_ami_parameter}}}}}"
+    dist_id, _ = _one(stack, "AWS::ImageBuilder::DistributionConfiguration")
+    assert param_id in stack.json["Resources"][dist_id]["DependsOn"]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_fleets_resolve_the_ami_parameter_at_deploy(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    fleets = synth.stack(env, "Fleets")
+    ((name, param),) = [(k, p) for k, p in fleets.json["Parameters"].items() if p["Type"] == AMI_PARAMETER_TYPE]
+    assert param["Default"] == ResourceNames.of(cfg).ami_parameter
+    templates = fleets.resources("AWS::EC2::LaunchTemplate").values()
+    assert templates
+    for template in templates:
+        assert template["Properties"]["LaunchTemplateData"]["ImageId"] == {"Ref": name}
+
+
+# --- the build instance's role ----------------------------------------------------------------
+
+
+def _policies(synth: Synth, env: str) -> dict[str, dict[str, Any]]:
+    stack = image(synth, env)
+    role_id, _ = _one(stack, "AWS::IAM::Role")
+    return {
+        k: v["Properties"]
+        for k, v in stack.resources("AWS::IAM::ManagedPolicy").items()
+        if v["Properties"]["Roles"] == [{"Ref": role_id}]
+    }
+
+
+def _statements(synth: Synth, env: str) -> dict[str, dict[str, Any]]:
+    return {s["Sid"]: s for p in _policies(synth, env).values() for s in p["PolicyDocument"]["Statement"]}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_builder_role_is_least_privilege(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    stack = image(synth, env)
+    account, region = cfg.account, cfg.region
+    prefix = ResourceNames.of(cfg).prefix
+    _, role = _one(stack, "AWS::IAM::Role")
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+    assert "ManagedPolicyArns" not in role and "Policies" not in role  # no AWS managed or inline policy
+    assert stack.resources("AWS::IAM::Policy") == {}
+    statements = _statements(synth, env)
+    assert set(statements) == {
+        "CommandChannels",
+        "RegisterInstance",
+        "RecipeComponents",
+        "ImageBuilderAgent",
+        "ComponentDownloads",
+        "BuildLogs",
+        "BuildLogsKeyThroughS3",
+        "ImageLogGroup",
+    }
+    for statement in statements.values():
+        assert statement["Effect"] == "Allow"
+    channels = statements["CommandChannels"]
+    assert all(a.startswith(("ssmmessages:", "ec2messages:")) for a in channels["Action"])
+    assert channels["Condition"] == {"StringEquals": {"aws:RequestedRegion": region}}
+    assert statements["RegisterInstance"] == {
+        "Sid": "RegisterInstance",
+        "Effect": "Allow",
+        "Action": "ssm:UpdateInstanceInformation",
+        "Resource": f"arn:aws:ec2:{region}:{account}:instance/*",
+    }
+    components = statements["RecipeComponents"]
+    assert components["Action"] == "imagebuilder:GetComponent"
+    assert sorted(components["Resource"]) == sorted(
+        f"arn:aws:imagebuilder:{region}:{account}:component/{prefix}-{key}/*" for key in COMPONENTS.RECIPE_ORDER
+    )
+    assert statements["ImageBuilderAgent"]["Resource"] == "arn:aws:s3:::ec2imagebuilder*/*"
+    assert statements["BuildLogs"]["Action"] == "s3:PutObject"
+    assert statements["BuildLogs"]["Resource"] == f"arn:aws:s3:::{prefix}-image-logs-{account}-{region}/image-builder/*"
+    key = statements["BuildLogsKeyThroughS3"]
+    assert sorted(key["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert "KeysLogs" in str(key["Resource"])
+    assert key["Condition"] == {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}}
+    groups = stack.resources("AWS::Logs::LogGroup")
+    (image_logs,) = [k for k, v in groups.items() if "/pipeline/" not in v["Properties"]["LogGroupName"]]
+    assert statements["ImageLogGroup"]["Resource"] == _getatt(image_logs)
+    assert sorted(statements["ImageLogGroup"]["Action"]) == ["logs:CreateLogStream", "logs:PutLogEvents"]
+    # Nothing else: no parameter reads, no wildcard action, no iam, no ec2 writes.
+    actions = {a for s in statements.values() for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert not any(a.endswith("*") or a.startswith(("iam:", "sts:", "ssm:Get", "ec2:")) for a in actions)
+
+
+def test_builder_actions_fit_inside_the_permissions_boundary(synth: Synth) -> None:
+    """A role's grant beyond its boundary is silently void: every build action must be in the ceiling."""
+    for env in ENVS:
+        actions = {
+            a
+            for s in _statements(synth, env).values()
+            for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        }
+        assert actions - set(BOUNDARY_ACTIONS) == set(), env
+
+
+# --- the constructs on their own (no synth) ---------------------------------------------------
+
+
+def test_content_version_changes_with_content() -> None:
+    assert content_version("a", "doc") == content_version("a", "doc")
+    assert content_version("a", "doc") != content_version("a", "doc2")
+    major, minor, patch = (int(n) for n in content_version("x").split("."))
+    assert (major, minor) == (1, 0) and 0 <= patch < 2**30  # Image Builder's limit per node
+
+
+def test_strip_leading_comments_keeps_the_document() -> None:
+    text = "# notes\n#\n\n# more\nname: x\n# inside\nphases: []\n"
+    assert strip_leading_comments(text) == "name: x\n# inside\nphases: []\n"
+    assert strip_leading_comments("name: x\n") == "name: x\n"
+
+
+def test_components_and_recipe_get_new_versions_when_they_change() -> None:
+    """CloudFormation replaces an Image Builder component or recipe on any change: it must carry a new version."""
+    stack = Stack(App(), "Versions")
+    doc = "name: x\nschemaVersion: 1.0\nphases: []\n"
+    a = ImageComponent(stack, "A", name="c", description="d", document=doc)
+    b = ImageComponent(stack, "B", name="c", description="d", document=doc + "# changed\n")
+    assert a.version != b.version
+
+    def recipe(construct_id: str, component: ImageComponent, value: str) -> str:
+        return ImageRecipe(
+            stack,
+            construct_id,
+            name="r",
+            description="d",
+            parent_image="ssm:/aws/service/x",
+            steps=[RecipeStep(component, {"V": value})],
+            root_device_name="/dev/sda1",
+            root_volume_gib=100,
+        ).version
+
+    assert recipe("R1", a, "1") == recipe("R2", a, "1")
+    assert recipe("R3", a, "1") != recipe("R4", a, "2")  # a pinned version changed
+    assert recipe("R5", a, "1") != recipe("R6", b, "1")  # a component changed
+
+
+def test_component_too_large_to_inline_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"image component big: its document has 16001 characters"):
+        ImageComponent(Stack(App(), "Big"), "C", name="big", description="d", document="x" * 16_001)
