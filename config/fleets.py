@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import StrEnum
+from itertools import pairwise
 from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
@@ -230,6 +231,80 @@ class WarmPool(Strict):
     reuse_on_scale_in: bool = True
 
 
+class RollbackAlarm(StrEnum):
+    """Fleet alarms (``gpu_constructs/fleet_alarms.py``) that can stop a rollout and roll it back.
+
+    Utilization and idle alarms follow the load, not the AMI, so they are not offered."""
+
+    HEALTH_CHECK_FAILED = "health-check-failed"
+    GPU_TEMPERATURE_CRITICAL = "gpu-temperature-critical"
+    CAPACITY_SHORTFALL = "capacity-shortfall"
+
+
+#: Longest checkpoint delay the instance refresh API takes (172800 s).
+MAX_CHECKPOINT_DELAY_MINUTES = 2880
+
+
+class Refresh(Strict):
+    """How a new AMI reaches the fleet: an instance refresh that the AMI rollout runbook starts
+    when ``/gpu-platform/<env>/ami/latest`` changes. Replacements go a batch at a time, keeping
+    ``min_healthy_percentage`` of the desired capacity in service; at each checkpoint the refresh
+    waits ``checkpoint_delay_minutes``; with ``auto_rollback`` it puts back the previous launch
+    template version when it fails or when one of ``rollback_alarms`` goes to ALARM."""
+
+    enabled: bool = True
+    min_healthy_percentage: int = 90
+    instance_warmup_minutes: Annotated[int, Field(ge=0, le=MAX_CHECKPOINT_DELAY_MINUTES)] = 10
+    checkpoint_percentages: list[int] = Field(default_factory=lambda: [50, 100])
+    checkpoint_delay_minutes: int = 15
+    auto_rollback: bool = True
+    rollback_alarms: list[RollbackAlarm] = Field(
+        default_factory=lambda: [RollbackAlarm.HEALTH_CHECK_FAILED, RollbackAlarm.GPU_TEMPERATURE_CRITICAL]
+    )
+
+    @field_validator("min_healthy_percentage")
+    @classmethod
+    def _healthy(cls, value: int) -> int:
+        if not 0 <= value <= 100:
+            raise ValueError(f"{value} is not a percentage; fix: use a whole number from 0 to 100 (default 90)")
+        return value
+
+    @field_validator("checkpoint_delay_minutes")
+    @classmethod
+    def _delay(cls, value: int) -> int:
+        if not 0 <= value <= MAX_CHECKPOINT_DELAY_MINUTES:
+            raise ValueError(
+                f"{value} minutes is outside 0..{MAX_CHECKPOINT_DELAY_MINUTES}; fix: use at most "
+                f"{MAX_CHECKPOINT_DELAY_MINUTES} (48 hours, the instance refresh API's limit)"
+            )
+        return value
+
+    @field_validator("checkpoint_percentages")
+    @classmethod
+    def _checkpoints(cls, value: list[int]) -> list[int]:
+        if not value:
+            return value
+        shown = "[" + ", ".join(str(v) for v in value) + "]"
+        if any(not 1 <= v <= 100 for v in value) or any(b <= a for a, b in pairwise(value)):
+            raise ValueError(
+                f"{shown} is not a list of percentages from 1 to 100 in strictly ascending order; "
+                "fix: list each checkpoint once, smallest first, e.g. [50, 100]"
+            )
+        if value[-1] != 100:
+            raise ValueError(
+                f"{shown} ends at {value[-1]}, so the refresh would stop with part of the fleet on the old AMI; "
+                "fix: end the list with 100"
+            )
+        return value
+
+    @field_validator("rollback_alarms")
+    @classmethod
+    def _alarms(cls, value: list[RollbackAlarm]) -> list[RollbackAlarm]:
+        if len(set(value)) != len(value):
+            raise ValueError("an alarm is listed twice; fix: list each alarm once")
+        return value
+
+
 class Fleet(Strict):
     name: str
     role: FleetRole
@@ -249,6 +324,7 @@ class Fleet(Strict):
     containers: bool = False
     scaling: Scaling | None = None
     warm_pool: WarmPool | None = None
+    refresh: Refresh | None = None
 
     @field_validator("name")
     @classmethod
@@ -356,6 +432,12 @@ class Fleet(Strict):
                 "@scaling: a Capacity Block fleet has a fixed size (min = max) for the block's window; "
                 "fix: remove scaling and warm_pool"
             )
+        if self.capacity_block is not None and self.refresh is not None:
+            problems.append(
+                "@refresh: a Capacity Block fleet is not refreshed automatically (replacing nodes inside the block "
+                "would cut its jobs short); fix: remove refresh, and deploy the Fleets stack between blocks to move "
+                "it to a new AMI"
+            )
         if self.warm_pool is not None:
             if len(self.instance_types) != 1 or self.on_demand_percentage_above_base != 100:
                 problems.append(
@@ -369,6 +451,15 @@ class Fleet(Strict):
                     "fix: it counts the group's instances too: make it at least max, or leave it out"
                 )
         return problems
+
+    @property
+    def rollout(self) -> Refresh | None:
+        """The refresh settings the AMI rollout applies, or None where the fleet is not rolled automatically:
+        Capacity Block fleets (their nodes belong to the block's window) and ``refresh.enabled: false``."""
+        if self.capacity_block is not None:
+            return None
+        refresh = self.refresh or Refresh()
+        return refresh if refresh.enabled else None
 
     @property
     def uses_spot(self) -> bool:

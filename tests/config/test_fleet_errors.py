@@ -257,6 +257,59 @@ CASES = [
         ],
         id="block-with-scaling",
     ),
+    pytest.param(
+        fleet(refresh={"checkpoint_percentages": [100, 50]}),
+        [
+            "dev.yaml: fleets[0].refresh.checkpoint_percentages: [100, 50] is not a list of percentages from 1 to 100 in strictly ascending order; fix: list each checkpoint once, smallest first, e.g. [50, 100]"
+        ],
+        id="refresh-checkpoints-descending",
+    ),
+    pytest.param(
+        fleet(refresh={"checkpoint_percentages": [25, 50]}),
+        [
+            "dev.yaml: fleets[0].refresh.checkpoint_percentages: [25, 50] ends at 50, so the refresh would stop with part of the fleet on the old AMI; fix: end the list with 100"
+        ],
+        id="refresh-checkpoints-short-of-100",
+    ),
+    pytest.param(
+        fleet(refresh={"min_healthy_percentage": 120}),
+        [
+            "dev.yaml: fleets[0].refresh.min_healthy_percentage: 120 is not a percentage; fix: use a whole number from 0 to 100 (default 90)"
+        ],
+        id="refresh-healthy-over-100",
+    ),
+    pytest.param(
+        fleet(refresh={"checkpoint_delay_minutes": 3000}),
+        [
+            "dev.yaml: fleets[0].refresh.checkpoint_delay_minutes: 3000 minutes is outside 0..2880; fix: use at most 2880 (48 hours, the instance refresh API's limit)"
+        ],
+        id="refresh-delay-over-api-limit",
+    ),
+    pytest.param(
+        fleet(refresh={"rollback_alarms": ["gpu-idle"]}),
+        [
+            "dev.yaml: fleets[0].refresh.rollback_alarms[0]: 'gpu-idle' is invalid: Input should be 'health-check-failed', 'gpu-temperature-critical' or 'capacity-shortfall'; fix: use one of 'health-check-failed', 'gpu-temperature-critical' or 'capacity-shortfall'"
+        ],
+        id="refresh-load-alarm-for-rollback",
+    ),
+    pytest.param(
+        fleet(refresh={"rollback_alarms": ["health-check-failed", "health-check-failed"]}),
+        ["dev.yaml: fleets[0].refresh.rollback_alarms: an alarm is listed twice; fix: list each alarm once"],
+        id="refresh-alarm-twice",
+    ),
+    pytest.param(
+        fleet(
+            instance_types=["p5.48xlarge"],
+            placement="none",
+            capacity={"min": 2, "max": 2},
+            capacity_block=BLOCK,
+            refresh={"enabled": False},
+        ),
+        [
+            "dev.yaml: fleets[0].refresh: a Capacity Block fleet is not refreshed automatically (replacing nodes inside the block would cut its jobs short); fix: remove refresh, and deploy the Fleets stack between blocks to move it to a new AMI"
+        ],
+        id="block-with-refresh",
+    ),
 ]
 
 
@@ -279,3 +332,22 @@ def test_fleet_names_are_unique(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert load_error("dev", tmp_path) == [
         "dev.yaml: fleets[1].name: 'train' is already used by fleets[0]; fix: give each fleet its own name"
     ]
+
+
+def test_refresh_defaults_and_who_is_rolled() -> None:
+    """Defaults: 90 % healthy, checkpoints at 50 and 100 % with 15 minutes between, auto rollback on the
+    health and temperature alarms; Capacity Block fleets and ``enabled: false`` are not rolled."""
+    from config.fleets import Fleet, Refresh
+
+    refresh = Refresh()
+    assert (refresh.min_healthy_percentage, refresh.checkpoint_percentages, refresh.checkpoint_delay_minutes) == (
+        90,
+        [50, 100],
+        15,
+    )
+    assert refresh.auto_rollback is True
+    assert [a.value for a in refresh.rollback_alarms] == ["health-check-failed", "gpu-temperature-critical"]
+    assert Fleet.model_validate(fleet()).rollout == Refresh()
+    assert Fleet.model_validate(fleet(refresh={"enabled": False})).rollout is None
+    block = fleet(instance_types=["p5.48xlarge"], placement="none", capacity={"min": 2, "max": 2}, capacity_block=BLOCK)
+    assert Fleet.model_validate(block).rollout is None
