@@ -73,6 +73,31 @@ class ResourceNames:
     def node_log_group(self, log: str) -> str:
         return f"{self.node_log_group_prefix}{log}"
 
+    def fleet_alarm(self, fleet: str, alarm: str) -> str:
+        """A fleet's CloudWatch alarm (``gpu_constructs/fleet_alarms.py``), e.g. ``health-check-failed``."""
+        return f"{self.prefix}-{fleet}-{alarm}"
+
+    @property
+    def ami_rollout_document(self) -> str:
+        """SSM Automation runbook that refreshes the fleets onto the AMI in ``ami_parameter``."""
+        return f"{self.prefix}-ami-rollout"
+
+    @property
+    def ami_rollout_role(self) -> str:
+        """Role the AMI rollout runbook runs as (named, so the boundary can let EventBridge pass it)."""
+        return f"{self.prefix}-ami-rollout"
+
+    @property
+    def ami_rollout_rule(self) -> str:
+        """EventBridge rule that starts the AMI rollout runbook when ``ami_parameter`` changes."""
+        return f"{self.prefix}-ami-rollout"
+
+    def node_role_name_pattern(self, security_stack_name: str) -> str:
+        """Names CloudFormation can give the GPU node role (``GpuNodeRole`` in the security stack, no
+        explicit name): ``<stack>-<logical id>-<suffix>``. The boundary names the role this way because it
+        cannot reference the role's ARN: the role itself carries the boundary (a cycle)."""
+        return f"{security_stack_name}-GpuNodeRole*"
+
     @property
     def session_log_group(self) -> str:
         """Log group of Session Manager shell sessions."""

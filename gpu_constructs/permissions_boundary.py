@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -10,7 +14,8 @@ from gpu_constructs.acknowledge import acknowledge
 #: The most any role of the platform may ever do, by service. A role's own
 #: policies grant a subset of this; the boundary stops a widened role policy or a
 #: misused role from reaching IAM, Organizations, CloudTrail configuration, key
-#: policies, bucket policies or security group ingress.
+#: policies, bucket policies or security group ingress. Its only IAM action,
+#: iam:PassRole, is in statements of its own: named roles, each to one service.
 BOUNDARY_ACTIONS = [
     # Session Manager and node registration
     "ssm:UpdateInstanceInformation",
@@ -65,7 +70,24 @@ BOUNDARY_ACTIONS = [
     # CDK's custom resource that strips the VPC's default security group
     "ec2:RevokeSecurityGroupIngress",
     "ec2:RevokeSecurityGroupEgress",
+    # AMI rollout: EventBridge starts the runbook; the runbook versions the fleets' launch templates
+    # and starts their instance refreshes (launching and passing roles: the statements below)
+    "ssm:StartAutomationExecution",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:CreateLaunchTemplateVersion",
+    "autoscaling:StartInstanceRefresh",
 ]
+
+
+@dataclass(frozen=True)
+class PassRoleGrant:
+    """The only roles a platform role may pass, each to one service only."""
+
+    sid: str
+    role_arns: Sequence[str]
+    service: str
+    #: Why an ARN with a wildcard names only the intended role (required where one has a ``*``).
+    wildcard_reason: str = ""
 
 
 class PlatformPermissionsBoundary(Construct):
@@ -75,8 +97,12 @@ class PlatformPermissionsBoundary(Construct):
         policy: the managed policy; ``iam.PermissionsBoundary.of(scope).apply(policy)``.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, policy_name: str) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, policy_name: str, pass_roles: Sequence[PassRoleGrant] = ()
+    ) -> None:
         super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        templates = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:launch-template/*"
         self.policy = iam.ManagedPolicy(
             self,
             "Policy",
@@ -87,9 +113,39 @@ class PlatformPermissionsBoundary(Construct):
                     sid="PlatformCeiling",
                     actions=sorted(BOUNDARY_ACTIONS),
                     resources=["*"],
-                )
+                ),
+                # Auto Scaling lets a caller point a group at a launch template only if the caller could
+                # launch from it; no role may launch any other way, or tag anything but a launch.
+                iam.PolicyStatement(
+                    sid="LaunchOnlyThroughLaunchTemplates",
+                    actions=["ec2:RunInstances"],
+                    resources=["*"],
+                    conditions={
+                        "ArnLike": {"ec2:LaunchTemplate": templates},
+                        "Bool": {"ec2:IsLaunchTemplateResource": "true"},
+                    },
+                ),
+                iam.PolicyStatement(
+                    sid="TagOnlyOnLaunch",
+                    actions=["ec2:CreateTags"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"ec2:CreateAction": "RunInstances"}},
+                ),
+                *(
+                    iam.PolicyStatement(
+                        sid=grant.sid,
+                        actions=["iam:PassRole"],
+                        resources=list(grant.role_arns),
+                        conditions={"StringEquals": {"iam:PassedToService": grant.service}},
+                    )
+                    for grant in pass_roles
+                ),
             ],
         )
+        for grant in pass_roles:
+            for role_arn in grant.role_arns:
+                if "*" in role_arn:
+                    acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{role_arn}]", grant.wildcard_reason)
         acknowledge(
             self.policy,
             "AwsSolutions-IAM5[Resource::*]",

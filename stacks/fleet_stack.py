@@ -16,6 +16,7 @@ from config import Environment
 from config.catalog import get_instance_type
 from config.naming import ResourceNames
 from gpu_constructs.alerts_topic import AlertsTopic
+from gpu_constructs.ami_rollout import AmiRollout, FleetRollout, refresh_preferences
 from gpu_constructs.cloudwatch_agent import NodeLogFile, agent_config, to_json
 from gpu_constructs.gpu_fleet import GpuFleet
 from gpu_constructs.node_user_data import NodeScripts, render_user_data
@@ -34,7 +35,8 @@ FSX_MOUNT_POINT = "/fsx"
 
 
 class FleetStack(PlatformStack):
-    """Attributes: ``fleets`` (name -> GpuFleet), ``node_log_groups`` (name -> log group), ``alerts_topic``."""
+    """Attributes: ``fleets`` (name -> GpuFleet), ``node_log_groups`` (name -> log group), ``alerts_topic``,
+    ``ami_rollout`` (the runbook that refreshes the fleets onto a new AMI; None if no fleet is rolled)."""
 
     def __init__(
         self,
@@ -154,3 +156,34 @@ class FleetStack(PlatformStack):
             for log_group in self.node_log_groups.values():
                 gpu_fleet.node.add_dependency(log_group)  # the agent cannot create log groups
             self.fleets[fleet.name] = gpu_fleet
+
+        self.ami_rollout = self._ami_rollout(env, names, node_role)
+
+    def _ami_rollout(self, env: Environment, names: ResourceNames, node_role: iam.IRole) -> AmiRollout | None:
+        """Every fleet with a rollout (not Capacity Block fleets, not ``refresh.enabled: false``), refreshed
+        with its preferences and, as rollback alarms, its own alarms of the monitoring stack (by name)."""
+        rollouts = [
+            FleetRollout(
+                fleet_name=fleet.name,
+                group_name=names.asg_name(fleet.name),
+                launch_template_ids=[t.launch_template_id for t in self.fleets[fleet.name].launch_templates.values()],
+                preferences=refresh_preferences(
+                    fleet.rollout,
+                    [names.fleet_alarm(fleet.name, alarm.value) for alarm in fleet.rollout.rollback_alarms],
+                ),
+            )
+            for fleet in env.fleets
+            if fleet.rollout is not None
+        ]
+        if not rollouts:
+            return None
+        return AmiRollout(
+            self,
+            "AmiRollout",
+            document_name=names.ami_rollout_document,
+            role_name=names.ami_rollout_role,
+            rule_name=names.ami_rollout_rule,
+            parameter_name=names.ami_parameter,
+            fleets=rollouts,
+            node_role_arn=node_role.role_arn,
+        )

@@ -12,7 +12,7 @@ from config.schema import ObjectLockMode
 from gpu_constructs.audit_trail import AuditTrail
 from gpu_constructs.hardened_bucket import AccessLogBucket, log_lifecycle
 from gpu_constructs.node_role import GpuNodeRole, NodeAccess
-from gpu_constructs.permissions_boundary import PlatformPermissionsBoundary
+from gpu_constructs.permissions_boundary import PassRoleGrant, PlatformPermissionsBoundary
 from gpu_constructs.platform_keys import PlatformKeys
 from gpu_constructs.session_manager import SessionManagerLogging
 from stacks.base import PlatformStack
@@ -38,7 +38,25 @@ class SecurityStack(PlatformStack):
         audit = env.audit
         keys = PlatformKeys(self, "Keys", env_name=env.name, removal_policy=self.removal_policy)
         self.logs_key, self.data_key, self.trail_key, self.alerts_key = keys.logs, keys.data, keys.trail, keys.alerts
-        self.boundary = PlatformPermissionsBoundary(self, "Boundary", policy_name=names.permissions_boundary).policy
+        role_arn = f"arn:{self.partition}:iam::{env.account}:role/"
+        self.boundary = PlatformPermissionsBoundary(
+            self,
+            "Boundary",
+            policy_name=names.permissions_boundary,
+            pass_roles=[
+                # EventBridge starts the AMI rollout runbook as the runbook's role (fleet stack).
+                PassRoleGrant("PassAmiRolloutRoleToSsm", [role_arn + names.ami_rollout_role], "ssm.amazonaws.com"),
+                # The runbook's instance refreshes launch GPU nodes with the node role (below).
+                PassRoleGrant(
+                    "PassNodeRoleToEc2",
+                    [role_arn + names.node_role_name_pattern(self.stack_name)],
+                    "ec2.amazonaws.com",
+                    wildcard_reason="The node role has no explicit name; CloudFormation names it <stack>-<logical id "
+                    "GpuNodeRole...>-<suffix>, which only this stack's node role matches. The boundary cannot name "
+                    "it by ARN: the role carries this boundary (a reference cycle).",
+                ),
+            ],
+        ).policy
 
         lifecycle = log_lifecycle(transition_days=audit.log_transition_days, expiration_days=audit.log_expiration_days)
         self.access_log_bucket = AccessLogBucket(

@@ -82,6 +82,8 @@ class Resolver:
             return f"arn:aws:s3:::{output_name.lower()}"
         if "loggroup" in lowered and "arn" in lowered:
             return f"arn:aws:logs:{self.region}:{self.account}:log-group:{output_name}:*"
+        if "role" in lowered and "arn" in lowered:
+            return f"arn:aws:iam::{self.account}:role/{output_name}"
         return output_name
 
     def resolve(self, value: Any) -> Any:

@@ -1,7 +1,8 @@
 """A second, small synth: the dev environment with fleets that the shipped configs do not have.
 
-It covers EFA layouts the shipped configs lack (p5 next to p4d, g4dn.12xlarge) and
-a Capacity Block fleet. One synth for the whole module folder.
+It covers EFA layouts the shipped configs lack (p5 next to p4d, g4dn.12xlarge), a
+Capacity Block fleet, a warm pool, and refresh settings other than the defaults (one
+fleet tuned, one not rolled). One synth for the whole module folder.
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ EXTRA_FLEETS = [
         "placement": "cluster",
         "availability_zones": ["us-east-1a"],
         "capacity": {"min": 0, "max": 2},
+        "refresh": {
+            "min_healthy_percentage": 50,
+            "instance_warmup_minutes": 20,
+            "checkpoint_percentages": [25, 100],
+            "checkpoint_delay_minutes": 30,
+            "auto_rollback": False,
+            "rollback_alarms": ["health-check-failed", "capacity-shortfall"],
+        },
     },
     {
         "name": "warm",
@@ -50,6 +59,7 @@ EXTRA_FLEETS = [
         "on_demand_percentage_above_base": 100,
         "warm_pool": {"min_size": 1, "max_prepared_capacity": 6},
         "scaling": {"target_tracking": {"gpu_utilization_percent": 60}},
+        "refresh": {"enabled": False},
     },
     {
         "name": "block",

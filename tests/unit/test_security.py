@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 import pytest
 
 from config.naming import ResourceNames
+from tests.iam_documents import Resolver
 from tests.synth import StackTemplate, Synth
 
 ENVS = ["dev", "staging", "prod"]
@@ -248,6 +251,9 @@ def test_no_wildcard_action_and_no_unconditioned_star_on_writes(synth: Synth) ->
             f"ec2messages:{a}"
             for a in ("AcknowledgeMessage", "DeleteMessage", "FailMessage", "GetEndpoint", "GetMessages", "SendReply")
         ),
+        # RunInstances touches many resource types; held by conditions to launches through the fleets'
+        # launch templates with only the templates' resources (the AMI rollout runbook's role).
+        "ec2:RunInstances",
     }
     for stack in synth.stacks.values():
         for logical_id, res in stack.json["Resources"].items():
@@ -273,10 +279,27 @@ def test_every_role_carries_the_boundary(synth: Synth, env: str) -> None:
     )
     boundary = security(synth, env).json["Resources"][boundary_id]["Properties"]
     assert boundary["ManagedPolicyName"] == ResourceNames.of(synth.environments[env]).permissions_boundary
-    (ceiling,) = boundary["PolicyDocument"]["Statement"]
+    statements = {s["Sid"]: s for s in boundary["PolicyDocument"]["Statement"]}
+    ceiling = statements.pop("PlatformCeiling")
     assert ceiling["Effect"] == "Allow"
     assert not any(a.startswith(("iam:", "organizations:", "cloudtrail:", "sts:")) for a in ceiling["Action"])
     assert not any(a.endswith("*") for a in ceiling["Action"])
+    # Beyond the ceiling: launch only through launch templates, tag only on launch, pass two named roles.
+    assert sorted(statements) == [
+        "LaunchOnlyThroughLaunchTemplates",
+        "PassAmiRolloutRoleToSsm",
+        "PassNodeRoleToEc2",
+        "TagOnlyOnLaunch",
+    ]
+    for statement in statements.values():
+        assert statement["Effect"] == "Allow" and statement["Condition"]
+        assert isinstance(statement["Action"], str)  # one action each
+    assert statements["LaunchOnlyThroughLaunchTemplates"]["Action"] == "ec2:RunInstances"
+    assert statements["LaunchOnlyThroughLaunchTemplates"]["Condition"]["Bool"] == {
+        "ec2:IsLaunchTemplateResource": "true"
+    }
+    assert statements["TagOnlyOnLaunch"]["Action"] == "ec2:CreateTags"
+    assert statements["TagOnlyOnLaunch"]["Condition"] == {"StringEquals": {"ec2:CreateAction": "RunInstances"}}
     roles = 0
     for stack in (s for s in synth.stacks.values() if s.env == env):
         for logical_id, res in stack.resources("AWS::IAM::Role").items():
@@ -322,3 +345,39 @@ def test_session_manager_logs_to_encrypted_group(synth: Synth, env: str) -> None
     group = stack.json["Resources"][group_id]["Properties"]
     assert group["LogGroupName"] == ResourceNames.of(synth.environments[env]).session_log_group
     assert "KmsKeyId" in group
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_boundary_passes_only_the_two_named_roles_each_to_one_service(synth: Synth, env: str) -> None:
+    """iam:PassRole is the boundary's only IAM action: the runbook's role to SSM (EventBridge starts the
+    runbook as it), the node role to EC2 (Auto Scaling checks it when the runbook points a group at a
+    new launch template version)."""
+    cfg = synth.environments[env]
+    names = ResourceNames.of(cfg)
+    stack = security(synth, env)
+    resolve = Resolver(stack.json, account=cfg.account, region=cfg.region).resolve
+    boundary_id = next(k for k in stack.resources("AWS::IAM::ManagedPolicy") if k.startswith("BoundaryPolicy"))
+    statements = {
+        s["Sid"]: s for s in stack.json["Resources"][boundary_id]["Properties"]["PolicyDocument"]["Statement"]
+    }
+    passes = {sid: s for sid, s in statements.items() if "iam:PassRole" in s["Action"]}
+    assert sorted(passes) == ["PassAmiRolloutRoleToSsm", "PassNodeRoleToEc2"]
+    rollout, node = passes["PassAmiRolloutRoleToSsm"], passes["PassNodeRoleToEc2"]
+    assert rollout["Action"] == node["Action"] == "iam:PassRole"
+    assert resolve(rollout["Resource"]) == f"arn:aws:iam::{cfg.account}:role/{names.ami_rollout_role}"
+    assert rollout["Condition"] == {"StringEquals": {"iam:PassedToService": "ssm.amazonaws.com"}}
+    assert node["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+    # The node role has no explicit name: CloudFormation names it <stack>-<logical id>-<suffix>.
+    pattern = resolve(node["Resource"])
+    assert pattern == f"arn:aws:iam::{cfg.account}:role/{env}-Security-GpuNodeRole*"
+    (node_role_id,) = [k for k in stack.resources("AWS::IAM::Role") if k.startswith("GpuNodeRole")]
+    assert fnmatchcase(f"arn:aws:iam::{cfg.account}:role/{env}-Security-{node_role_id}-AbCdEf123456", pattern)
+    other_roles = [k for k in stack.resources("AWS::IAM::Role") if k != node_role_id]
+    assert not any(fnmatchcase(f"arn:aws:iam::{cfg.account}:role/{env}-Security-{k}-X", pattern) for k in other_roles)
+    (rollout_role,) = [
+        r for r in synth.stack(env, "Fleets").resources("AWS::IAM::Role").values()
+        if r["Properties"].get("RoleName") == names.ami_rollout_role
+    ]  # fmt: skip
+    assert rollout_role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "ssm.amazonaws.com"
+    }
