@@ -93,7 +93,7 @@ class Image(Strict):
     """The golden AMI and its Image Builder pipeline.
 
     - ``bootstrap_ami_parameter``: public SSM parameter of the AMI the fleets use until the
-      first golden AMI is built (``/gpu-platform/<env>/ami/latest`` starts with its value).
+      first golden AMI is built (``/imagebuilder/gpu-platform/<env>/ami/latest`` starts with its value).
       It must be GPU-ready on its own, hence the Deep Learning AMI.
     - ``parent_image_parameter``: public SSM parameter of the AMI each build starts from
       (``ssm:<parameter>`` in the recipe, resolved by Image Builder at every build).

@@ -37,7 +37,7 @@ TEST_TIMEOUT_MINUTES = 120
 
 
 class ImageStack(PlatformStack):
-    """Attributes: ``ami_parameter`` (``/gpu-platform/<env>/ami/latest``, data type ``aws:ec2:image``),
+    """Attributes: ``ami_parameter`` (``/imagebuilder/gpu-platform/<env>/ami/latest``, data type ``aws:ec2:image``),
     ``components`` (component key -> ImageComponent, in recipe order), ``recipe``, ``log_bucket``, ``builder_role``,
     ``infrastructure``, ``distribution``, ``pipeline``.
 
