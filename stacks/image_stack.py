@@ -39,7 +39,8 @@ TEST_TIMEOUT_MINUTES = 120
 class ImageStack(PlatformStack):
     """Attributes: ``ami_parameter`` (``/imagebuilder/gpu-platform/<env>/ami/latest``, data type ``aws:ec2:image``),
     ``components`` (component key -> ImageComponent, in recipe order), ``recipe``, ``log_bucket``, ``builder_role``,
-    ``infrastructure``, ``distribution``, ``pipeline``.
+    ``infrastructure``, ``distribution``, ``pipeline``: the pipeline's parts exist only where the environment
+    builds (``image.build``); elsewhere they are empty or None and the stack holds the parameter alone.
 
     Build logs go to a bucket of their own, ``gpu-platform-<env>-image-logs-<account>-<region>``
     (hardened like every bucket, SSE-KMS with the ``logs`` key, access logs to
@@ -79,6 +80,17 @@ class ImageStack(PlatformStack):
             data_type=ssm.ParameterDataType.AWS_EC2_IMAGE,
             description=f"GPU platform {env.name}: AMI id of GPU nodes (golden AMI; bootstrap: Deep Learning AMI)",
         )
+        self.components: dict[str, ImageComponent] = {}
+        self.recipe: ImageRecipe | None = None
+        self.log_bucket: s3.IBucket | None = None
+        self.builder_role: ImageBuilderInstanceRole | None = None
+        self.infrastructure: ImageInfrastructure | None = None
+        self.distribution: ImageDistribution | None = None
+        self.pipeline: ImagePipeline | None = None
+        if not image.build:
+            # No pipeline: a build needs internet egress (apt, NVIDIA, PyPI, the EFA installer),
+            # which an isolated environment has not. Its AMIs come from the building environment.
+            return
 
         image_name = f"{names.prefix}-gpu-node"
         node_scripts = s3_assets.Asset(

@@ -23,6 +23,9 @@ from gpu_constructs.permissions_boundary import BOUNDARY_ACTIONS
 from tests.synth import StackTemplate, Synth
 
 ENVS = ["dev", "staging", "prod"]
+#: Environments that run the pipeline (image.build); the isolated ones only receive AMIs.
+BUILDERS = ["dev"]
+RECEIVERS = ["staging", "prod"]
 SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 AMI_PARAMETER_TYPE = "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
 
@@ -59,7 +62,7 @@ def _expected_parameters(synth: Synth, env: str, key: str) -> dict[str, str]:
 # --- pipeline ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_pipeline_weekly_enabled_with_tests(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -82,7 +85,7 @@ def test_pipeline_weekly_enabled_with_tests(synth: Synth, env: str) -> None:
     assert "ExecutionRole" not in pipeline  # Image Builder's service-linked role
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_pipeline_logs_encrypted_with_retention(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -101,7 +104,7 @@ def test_pipeline_logs_encrypted_with_retention(synth: Synth, env: str) -> None:
 # --- recipe and components --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_recipe_parent_from_config_and_components_in_order(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -123,7 +126,7 @@ def test_recipe_parent_from_config_and_components_in_order(synth: Synth, env: st
     }
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_recipe_passes_every_parameter_from_config(synth: Synth, env: str) -> None:
     stack = image(synth, env)
     _, recipe = _one(stack, "AWS::ImageBuilder::ImageRecipe")
@@ -137,14 +140,14 @@ def test_recipe_passes_every_parameter_from_config(synth: Synth, env: str) -> No
 
 
 def test_versions_come_from_config_not_defaults(synth: Synth) -> None:
-    """The recipe takes each environment's own pins: a version changed in one file reaches only that recipe."""
-    for env in ENVS:
+    """The recipe takes each building environment's own pins: a version changed in one file reaches only that recipe."""
+    for env in BUILDERS:
         _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
         given = {p["Name"]: p["Value"][0] for c in recipe["Components"] for p in c["Parameters"]}
         assert {k: given[k] for k in VERSION_PARAMETERS} == synth.environments[env].image.versions
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_gpu_checks_expect_the_builders_gpus(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
@@ -153,7 +156,7 @@ def test_gpu_checks_expect_the_builders_gpus(synth: Synth, env: str) -> None:
     assert validation["ExpectEfa"] == ["false"]  # Image Builder's test instance has no EFA interface
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_node_scripts_from_the_stacks_asset(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
@@ -166,7 +169,7 @@ def test_node_scripts_from_the_stacks_asset(synth: Synth, env: str) -> None:
     assert downloads["Resource"] == uri.replace("s3://", "arn:aws:s3:::")  # exactly that object
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_one_component_per_document_with_its_content(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     components = {p["Name"]: p for p in _components_by_id(image(synth, env)).values()}
@@ -189,7 +192,7 @@ def test_one_component_per_document_with_its_content(synth: Synth, env: str) -> 
 # --- infrastructure ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_infrastructure_private_gpu_subnet_imdsv2_terminates(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -210,7 +213,7 @@ def test_infrastructure_private_gpu_subnet_imdsv2_terminates(synth: Synth, env: 
     assert infra["ResourceTags"]["CostCenter"] == cfg.tags["CostCenter"]
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_build_logs_to_a_hardened_log_bucket(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -233,7 +236,7 @@ def test_build_logs_to_a_hardened_log_bucket(synth: Synth, env: str) -> None:
 # --- distribution -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_distribution_writes_the_fleets_parameter_and_tags_versions(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -258,10 +261,31 @@ def test_ami_parameter_bootstraps_from_the_deep_learning_ami(synth: Synth, env: 
     stack = image(synth, env)
     param_id, param = _one(stack, "AWS::SSM::Parameter")
     assert param["Name"] == ResourceNames.of(cfg).ami_parameter
+    assert param["Name"].startswith("/imagebuilder/")  # the one path Image Builder's service-linked role writes
     assert param["DataType"] == "aws:ec2:image"
     assert param["Value"] == f"{{{{resolve:ssm:{cfg.image.bootstrap_ami_parameter}}}}}"
-    dist_id, _ = _one(stack, "AWS::ImageBuilder::DistributionConfiguration")
-    assert param_id in stack.json["Resources"][dist_id]["DependsOn"]
+    if cfg.image.build:
+        dist_id, _ = _one(stack, "AWS::ImageBuilder::DistributionConfiguration")
+        assert param_id in stack.json["Resources"][dist_id]["DependsOn"]
+
+
+def test_only_environments_with_internet_egress_build(synth: Synth) -> None:
+    builders = [e for e, cfg in synth.environments.items() if cfg.image.build]
+    assert builders == BUILDERS
+    assert all(synth.environments[e].network.egress == "nat" for e in BUILDERS)
+    assert all(synth.environments[e].network.egress == "isolated" for e in RECEIVERS)
+
+
+@pytest.mark.parametrize("env", RECEIVERS)
+def test_isolated_environments_have_no_pipeline(synth: Synth, env: str) -> None:
+    """Nothing to build with, nothing built: no Image Builder resource, no build logs, no node scripts asset."""
+    stack = image(synth, env)
+    types = {r["Type"] for r in stack.json["Resources"].values()}
+    assert not {t for t in types if t.startswith("AWS::ImageBuilder::")}
+    assert stack.resources("AWS::S3::Bucket") == {}
+    assert stack.resources("AWS::Logs::LogGroup") == {}
+    assert stack.resources("AWS::IAM::InstanceProfile") == {}
+    assert len(stack.resources("AWS::SSM::Parameter")) == 1
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -293,7 +317,7 @@ def _statements(synth: Synth, env: str) -> dict[str, dict[str, Any]]:
     return {s["Sid"]: s for p in _policies(synth, env).values() for s in p["PolicyDocument"]["Statement"]}
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_builder_role_is_least_privilege(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -348,7 +372,7 @@ def test_builder_role_is_least_privilege(synth: Synth, env: str) -> None:
 
 def test_builder_actions_fit_inside_the_permissions_boundary(synth: Synth) -> None:
     """A role's grant beyond its boundary is silently void: every build action must be in the ceiling."""
-    for env in ENVS:
+    for env in BUILDERS:
         actions = {
             a
             for s in _statements(synth, env).values()
