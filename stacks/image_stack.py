@@ -14,7 +14,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from config import Environment
+from config import Environment, ImageSharing
 from config.catalog import get_instance_type
 from config.image import COMPONENTS
 from config.naming import ResourceNames
@@ -57,6 +57,7 @@ class ImageStack(PlatformStack):
         construct_id: str,
         *,
         env: Environment,
+        sharing: ImageSharing,
         vpc: ec2.IVpc,
         builder_subnets: ec2.SubnetSelection,
         builder_security_group: ec2.ISecurityGroup,
