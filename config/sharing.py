@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from config.naming import ResourceNames
 from config.schema import Environment
 
-#: The role Image Builder assumes in every account it copies an AMI into (a fixed name).
+#: The role Image Builder assumes in every account it copies an AMI into: it looks it up by this fixed name.
 DISTRIBUTION_ROLE_NAME = "EC2ImageBuilderDistributionCrossAccountRole"
 
 

@@ -18,6 +18,7 @@ from gpu_constructs.image_component import (
     content_version,
     strip_leading_comments,
 )
+from gpu_constructs.image_distribution import DistributionTarget, ImageDistribution
 from gpu_constructs.image_recipe import ImageRecipe, RecipeStep
 from gpu_constructs.permissions_boundary import BOUNDARY_ACTIONS
 from tests.synth import StackTemplate, Synth
@@ -118,9 +119,11 @@ def test_recipe_parent_from_config_and_components_in_order(synth: Synth, env: st
     assert order[-1] == f"{prefix}-gpu-validation"  # the test component, last
     (root,) = recipe["BlockDeviceMappings"]
     assert root["DeviceName"] == "/dev/sda1"
+    key_id, _ = _one(stack, "AWS::KMS::Key")
     assert root["Ebs"] == {
         "DeleteOnTermination": True,
         "Encrypted": True,
+        "KmsKeyId": _getatt(key_id),  # the AMI key: aws/ebs snapshots cannot be copied to another account
         "VolumeSize": cfg.image.root_volume_gib,
         "VolumeType": "gp3",
     }
@@ -241,11 +244,12 @@ def test_distribution_writes_the_fleets_parameter_and_tags_versions(synth: Synth
     cfg = synth.environments[env]
     stack = image(synth, env)
     _, dist = _one(stack, "AWS::ImageBuilder::DistributionConfiguration")
-    (target,) = dist["Distributions"]
+    (target,) = dist["Distributions"]  # every environment is in the builder's region
     assert target["Region"] == cfg.region
-    assert target["SsmParameterConfigurations"] == [
-        {"ParameterName": ResourceNames.of(cfg).ami_parameter, "DataType": "aws:ec2:image"}
-    ]
+    assert target["SsmParameterConfigurations"][0] == {
+        "ParameterName": ResourceNames.of(cfg).ami_parameter,
+        "DataType": "aws:ec2:image",
+    }  # no AmiAccountId: this account
     ami = target["AmiDistributionConfiguration"]
     assert ami["Name"] == f"gpu-platform-{env}-gpu-node-{{{{ imagebuilder:buildDate }}}}"
     tags = ami["AmiTags"]
@@ -298,6 +302,164 @@ def test_fleets_resolve_the_ami_parameter_at_deploy(synth: Synth, env: str) -> N
     assert templates
     for template in templates:
         assert template["Properties"]["LaunchTemplateData"]["ImageId"] == {"Ref": name}
+
+
+# --- sharing: the building environment copies each AMI to the receiving ones -----------------
+
+COPY_ROLE = "EC2ImageBuilderDistributionCrossAccountRole"
+SNAPSHOT_KEY_USE = [
+    "kms:Decrypt",
+    "kms:DescribeKey",
+    "kms:GenerateDataKey",
+    "kms:GenerateDataKeyWithoutPlaintext",
+    "kms:ReEncryptFrom",
+    "kms:ReEncryptTo",
+]
+
+
+def _receivers(synth: Synth) -> list[Any]:
+    return [synth.environments[e] for e in RECEIVERS]
+
+
+def test_distribution_copies_the_ami_into_each_receiving_account(synth: Synth) -> None:
+    dev = synth.environments["dev"]
+    _, dist = _one(image(synth, "dev"), "AWS::ImageBuilder::DistributionConfiguration")
+    (target,) = dist["Distributions"]
+    ami = target["AmiDistributionConfiguration"]
+    # A copy each receiving account owns (TargetAccountIds), not a launch permission on dev's AMI.
+    assert ami["TargetAccountIds"] == sorted(cfg.account for cfg in _receivers(synth))
+    assert dev.account not in ami["TargetAccountIds"]
+    assert "LaunchPermissionConfiguration" not in ami
+    assert "KmsKeyId" not in ami  # each copy: the receiving account's default EBS key
+    assert target["SsmParameterConfigurations"][1:] == [
+        {
+            "ParameterName": f"/imagebuilder/gpu-platform/{cfg.name}/ami/latest",
+            "DataType": "aws:ec2:image",
+            "AmiAccountId": cfg.account,
+        }
+        for cfg in _receivers(synth)
+    ]
+
+
+def test_ami_key_is_retained_rotated_and_open_only_to_the_copy_roles(synth: Synth) -> None:
+    dev = synth.environments["dev"]
+    stack = image(synth, "dev")
+    (key_id, key) = next(iter(stack.resources("AWS::KMS::Key").items()))
+    assert key["Properties"]["EnableKeyRotation"] is True
+    assert key["DeletionPolicy"] == "Retain" and key["UpdateReplacePolicy"] == "Retain"
+    (alias,) = stack.resources("AWS::KMS::Alias").values()
+    assert alias["Properties"] == {"AliasName": "alias/gpu-platform/dev/ami", "TargetKeyId": _getatt(key_id)}
+    statements = {s.get("Sid", "account"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
+    assert set(statements) == {
+        "account",
+        "AutoScalingLaunchesFromTheAmi",
+        "AutoScalingGrantsForItsVolumes",
+        "ReceivingAccountsCopyTheAmi",
+        "ReceivingAccountsGrantsForTheCopy",
+    }
+    autoscaling = (
+        f"arn:aws:iam::{dev.account}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+    )
+    assert statements["AutoScalingLaunchesFromTheAmi"]["Principal"] == {"AWS": autoscaling}
+    accounts = sorted(cfg.account for cfg in _receivers(synth))
+    copy = statements["ReceivingAccountsCopyTheAmi"]
+    assert sorted(copy["Action"]) == SNAPSHOT_KEY_USE
+    assert copy["Principal"] == {"AWS": [f"arn:aws:iam::{a}:root" for a in accounts]}
+    roles = [f"arn:aws:iam::{a}:role/{COPY_ROLE}" for a in accounts]
+    assert copy["Condition"] == {"ArnEquals": {"aws:PrincipalArn": roles}}
+    grants = statements["ReceivingAccountsGrantsForTheCopy"]
+    assert grants["Action"] == "kms:CreateGrant"
+    assert grants["Condition"] == {
+        "ArnEquals": {"aws:PrincipalArn": roles},
+        "Bool": {"kms:GrantIsForAWSResource": "true"},
+    }
+
+
+@pytest.mark.parametrize("env", RECEIVERS)
+def test_receiving_account_lets_only_the_builders_image_builder_copy_in(synth: Synth, env: str) -> None:
+    cfg, dev = synth.environments[env], synth.environments["dev"]
+    stack = image(synth, env)
+    role_id, props = _one(stack, "AWS::IAM::Role")
+    assert props["RoleName"] == COPY_ROLE  # the name Image Builder looks up
+    (trust,) = props["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == "sts:AssumeRole"
+    assert dev.account in str(trust["Principal"]["AWS"])
+    assert trust["Condition"] == {
+        "ArnEquals": {
+            "aws:PrincipalArn": f"arn:aws:iam::{dev.account}:role/aws-service-role/imagebuilder.amazonaws.com/"
+            "AWSServiceRoleForImageBuilder"
+        }
+    }
+    assert "ManagedPolicyArns" not in props and "Policies" not in props  # no AWS managed policy
+    assert "PermissionsBoundary" in props
+    (policy,) = stack.resources("AWS::IAM::ManagedPolicy").values()
+    assert policy["Properties"]["Roles"] == [{"Ref": role_id}]
+    statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert set(statements) == {
+        "CopyAmis",
+        "DescribeAmis",
+        "TagAmiCopies",
+        "WriteAmiParameter",
+        "SourceSnapshotKey",
+        "SourceSnapshotKeyGrants",
+    }
+    # The AMI and its snapshots, in the source's region and this one (the same here): no "*" on a write.
+    assert statements["CopyAmis"]["Action"] == "ec2:CopyImage"
+    assert statements["CopyAmis"]["Resource"] == [
+        f"arn:aws:ec2:{cfg.region}::image/*",
+        f"arn:aws:ec2:{cfg.region}::snapshot/*",
+    ]
+    assert statements["DescribeAmis"]["Action"] == "ec2:DescribeImages"
+    assert statements["DescribeAmis"]["Condition"] == {"StringEquals": {"aws:RequestedRegion": cfg.region}}
+    assert sorted(statements["TagAmiCopies"]["Action"]) == ["ec2:CreateTags", "ec2:ModifyImageAttribute"]
+    assert statements["TagAmiCopies"]["Resource"] == f"arn:aws:ec2:{cfg.region}::image/*"
+    assert statements["WriteAmiParameter"] == {
+        "Sid": "WriteAmiParameter",
+        "Effect": "Allow",
+        "Action": "ssm:PutParameter",
+        "Resource": f"arn:aws:ssm:{cfg.region}:{cfg.account}:parameter/imagebuilder/gpu-platform/{env}/ami/latest",
+    }
+    source_keys = f"arn:aws:kms:{dev.region}:{dev.account}:key/*"
+    assert sorted(statements["SourceSnapshotKey"]["Action"]) == SNAPSHOT_KEY_USE
+    assert statements["SourceSnapshotKey"]["Resource"] == source_keys
+    assert statements["SourceSnapshotKeyGrants"]["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    assert stack.resources("AWS::KMS::Key") == {}  # the copy is re-encrypted with this account's EBS key
+    actions = {
+        a for st in statements.values() for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
+    }
+    assert actions - set(BOUNDARY_ACTIONS) == set()  # a grant beyond the boundary would be void
+
+
+def test_distribution_groups_targets_by_region_and_account() -> None:
+    """A target in another region gets its own distribution; a target in this account, no TargetAccountIds."""
+    stack = Stack(App(), "Dist", env={"account": "111111111111", "region": "us-east-1"})
+    dist = ImageDistribution(
+        stack,
+        "D",
+        name="n",
+        description="d",
+        region="us-east-1",
+        ami_name_prefix="p",
+        ami_tags={"Project": "x"},
+        parameter_name="/imagebuilder/own",
+        targets=[
+            DistributionTarget(account="222222222222", region="us-east-1", parameter_name="/imagebuilder/a"),
+            DistributionTarget(account="111111111111", region="us-east-1", parameter_name="/imagebuilder/same"),
+            DistributionTarget(account="333333333333", region="eu-west-1", parameter_name="/imagebuilder/b"),
+        ],
+    )
+    east, west = stack.resolve(dist.configuration.distributions)
+    assert east["region"] == "us-east-1" and west["region"] == "eu-west-1"
+    assert east["amiDistributionConfiguration"]["TargetAccountIds"] == ["222222222222"]
+    assert [(p["parameterName"], p.get("amiAccountId")) for p in east["ssmParameterConfigurations"]] == [
+        ("/imagebuilder/own", None),
+        ("/imagebuilder/a", "222222222222"),
+        ("/imagebuilder/same", None),
+    ]
+    assert west["amiDistributionConfiguration"]["TargetAccountIds"] == ["333333333333"]
+    assert [(p["parameterName"], p.get("amiAccountId")) for p in west["ssmParameterConfigurations"]] == [
+        ("/imagebuilder/b", "333333333333")
+    ]
 
 
 # --- the build instance's role ----------------------------------------------------------------
