@@ -15,16 +15,22 @@ from pathlib import Path
 
 from aws_cdk import App
 
-from config import ConfigError, Environment, load_environments
-from config.loader import CONFIG_DIR
+from config import ConfigError, Environment, Platform, load_platform
+from config.loader import CONFIG_DIR, platform_of
 from stacks.compliance import FAIL_ON_FINDINGS, enforce_rule_packs
 from stacks.platform_stage import PlatformStage
 
 
-def add_platform(app: App, environments: Sequence[Environment]) -> App:
-    """Add one stage per environment to ``app`` and enforce the rule packs on it."""
+def add_platform(app: App, environments: Sequence[Environment], *, platform: Platform | None = None) -> App:
+    """Add one stage per environment to ``app`` and enforce the rule packs on it.
+
+    ``platform`` holds every environment, for what one stage needs of the others (where its
+    AMIs come from or go to); by default the files of ``config/`` with ``environments`` in
+    place of theirs.
+    """
+    platform = platform or platform_of(environments)
     for env in environments:
-        PlatformStage(app, env=env)
+        PlatformStage(app, env=env, image_sharing=platform.sharing(env.name))
     enforce_rule_packs(app)
     return app
 
@@ -43,13 +49,14 @@ def main() -> int:
     names = selected_names(app.node.try_get_context("env"))
     config_dir = app.node.try_get_context("config_dir")
     try:
-        environments = load_environments(names, Path(config_dir) if config_dir else CONFIG_DIR)
+        # Every file is read (the rules between environments need them all); only ``names`` are synthesized.
+        platform = load_platform(names, Path(config_dir) if config_dir else CONFIG_DIR)
     except ConfigError as err:
         for line in err.lines:
             print(line, file=sys.stderr)
         return 2
     try:
-        add_platform(app, environments).synth()
+        add_platform(app, platform.selected_environments, platform=platform).synth()
     except RuntimeError as err:
         if "ValidationFailed" not in str(err):
             raise

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict
+
+#: An environment's name: its file's name, also used in resource names.
+ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{1,15}$")
 
 
 class Strict(BaseModel):

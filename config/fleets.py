@@ -247,7 +247,7 @@ MAX_CHECKPOINT_DELAY_MINUTES = 2880
 
 class Refresh(Strict):
     """How a new AMI reaches the fleet: an instance refresh that the AMI rollout runbook starts
-    when ``/gpu-platform/<env>/ami/latest`` changes. Replacements go a batch at a time, keeping
+    when ``/imagebuilder/gpu-platform/<env>/ami/latest`` changes. Replacements go a batch at a time, keeping
     ``min_healthy_percentage`` of the desired capacity in service; at each checkpoint the refresh
     waits ``checkpoint_delay_minutes``; with ``auto_rollback`` it puts back the previous launch
     template version when it fails or when one of ``rollback_alarms`` goes to ALARM."""

@@ -16,9 +16,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from config.base import Strict
+from config.base import ENV_NAME, Strict
 from config.catalog import UnknownInstanceType, get_instance_type
 
 #: AWS's public parameter for the Deep Learning base AMI with the NVIDIA driver (Ubuntu 22.04, x86_64).
@@ -89,11 +89,28 @@ def _public_parameter(value: str, example: str) -> str:
     return value
 
 
+#: Fields that only a building environment (``build: true``) uses.
+BUILD_FIELDS = (
+    "parent_image_parameter",
+    "builder_instance_type",
+    "versions",
+    "pip_index_url",
+    "schedule",
+    "root_volume_gib",
+)
+
+
 class Image(Strict):
     """The golden AMI and its Image Builder pipeline.
 
+    - ``build``: whether this environment runs the pipeline. A build downloads from apt,
+      NVIDIA, PyPI and the EFA installer's bucket, so only an environment with internet
+      egress (``network.egress: nat``) can build; an isolated one sets ``build: false`` and
+      receives the AMIs of the building environment that lists it in ``share_with``.
+    - ``share_with``: names of the environments (``build: false``) that receive each AMI this
+      one builds: a copy in their account and region, its id in their AMI parameter.
     - ``bootstrap_ami_parameter``: public SSM parameter of the AMI the fleets use until the
-      first golden AMI is built (``/gpu-platform/<env>/ami/latest`` starts with its value).
+      first golden AMI is built (``/imagebuilder/gpu-platform/<env>/ami/latest`` starts with its value).
       It must be GPU-ready on its own, hence the Deep Learning AMI.
     - ``parent_image_parameter``: public SSM parameter of the AMI each build starts from
       (``ssm:<parameter>`` in the recipe, resolved by Image Builder at every build).
@@ -102,8 +119,13 @@ class Image(Strict):
     - ``pip_index_url``: the package index PyTorch is installed from.
     - ``schedule``: when the pipeline checks for a new parent image (Image Builder cron, UTC).
     - ``root_volume_gib``: the image's root volume.
+
+    The fields of ``BUILD_FIELDS`` describe the build: an environment that does not build
+    must not set them (they would be silently ignored).
     """
 
+    build: bool = True
+    share_with: list[str] = Field(default_factory=list)
     bootstrap_ami_parameter: str = DLAMI_PARAMETER
     parent_image_parameter: str = DLAMI_PARAMETER
     builder_instance_type: str = "g5.2xlarge"
@@ -161,6 +183,45 @@ class Image(Strict):
                 "fix: write cron(minutes hours day-of-month month day-of-week year), e.g. cron(0 3 ? * sun *)"
             )
         return value
+
+    @field_validator("share_with")
+    @classmethod
+    def _share_with(cls, value: list[str]) -> list[str]:
+        problems = []
+        seen: dict[str, int] = {}
+        for i, name in enumerate(value):
+            if not ENV_NAME.match(name):
+                problems.append(
+                    f"@[{i}]: {name!r} is not an environment name; fix: name an environment by its file, e.g. staging"
+                )
+            elif name in seen:
+                problems.append(
+                    f"@[{i}]: {name!r} is already listed at share_with[{seen[name]}]; fix: list each environment once"
+                )
+            seen.setdefault(name, i)
+        if problems:
+            raise ValueError("\n".join(problems))
+        return value
+
+    @model_validator(mode="after")
+    def _receiving(self) -> Image:
+        if self.build:
+            return self
+        problems = []
+        if self.share_with:
+            problems.append(
+                f"@share_with: {self.share_with} but build is false: only a building environment shares its AMIs; "
+                "fix: remove share_with, or set build: true (which needs network.egress: nat)"
+            )
+        problems += [
+            f"@{name}: set, but this environment does not build (build: false), so it would be ignored; "
+            "fix: remove it, the AMI comes from the building environment that lists this one in image.share_with"
+            for name in BUILD_FIELDS
+            if name in self.model_fields_set
+        ]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
 
     @field_validator("root_volume_gib")
     @classmethod

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from config.schema import Environment
+from config.sharing import Platform, sharing_problems
 
 CONFIG_DIR = Path(__file__).resolve().parent
 
@@ -227,3 +228,32 @@ def load_environments(names: Iterable[str] | None = None, config_dir: Path = CON
     if problems:
         raise ConfigError(problems)
     return envs
+
+
+def load_platform(names: Iterable[str] | None = None, config_dir: Path = CONFIG_DIR) -> Platform:
+    """Every environment of ``config_dir``, validated file by file and then together; ``names`` selects.
+
+    The rules between environments (who builds the AMI, who receives it) need them all,
+    so every file is read even when one environment is synthesized. A named environment
+    without a file is an error, as in ``load_environments``.
+    """
+    available = available_environments(config_dir)
+    selected = list(dict.fromkeys(names)) if names is not None else available
+    everything = load_environments([*selected, *(n for n in available if n not in selected)], config_dir)
+    return _validated({env.name: env for env in everything}, tuple(selected), config_dir)
+
+
+def platform_of(environments: Sequence[Environment], config_dir: Path = CONFIG_DIR) -> Platform:
+    """``environments`` (loaded elsewhere, e.g. changed by a test), completed by the other files of
+    ``config_dir`` and validated together; all of ``environments`` are selected."""
+    others = [name for name in available_environments(config_dir) if name not in {e.name for e in environments}]
+    everything = [*environments, *load_environments(others, config_dir)] if others else list(environments)
+    return _validated({env.name: env for env in everything}, tuple(e.name for e in environments), config_dir)
+
+
+def _validated(environments: dict[str, Environment], selected: tuple[str, ...], config_dir: Path) -> Platform:
+    shown = {name: _display(config_dir / f"{name}.yaml") for name in environments}
+    problems = sharing_problems(environments, shown)
+    if problems:
+        raise ConfigError(problems)
+    return Platform(environments=environments, selected=selected)

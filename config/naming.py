@@ -59,13 +59,19 @@ class ResourceNames:
 
     @property
     def ssm_parameter_prefix(self) -> str:
-        """SSM parameters of the environment (AMI id, file system ids, ...)."""
+        """SSM parameters of the environment (file system ids, ...); the AMI id is under ``/imagebuilder/``."""
         return f"/gpu-platform/{self.env}/"
 
     @property
     def ami_parameter(self) -> str:
-        """The AMI id fleets launch from: written by the image pipeline, read at deploy time."""
-        return f"{self.ssm_parameter_prefix}ami/latest"
+        """The AMI id fleets launch from: written by Image Builder's distribution, read at deploy time.
+
+        It lives under ``/imagebuilder/`` because that is the one path Image Builder's
+        service-linked role may write (``AWSServiceRoleForImageBuilder`` v27 allows
+        ``ssm:PutParameter`` on ``parameter/imagebuilder/*`` only); a parameter elsewhere
+        would need a pipeline execution role that re-grants everything the service role does.
+        """
+        return f"/imagebuilder/gpu-platform/{self.env}/ami/latest"
 
     def asg_name(self, fleet: str) -> str:
         return f"{self.asg_name_prefix}{fleet}"

@@ -14,7 +14,7 @@ from typing import Annotated
 from pydantic import Field, field_validator, model_validator
 
 from config.alarms import Alarms
-from config.base import Strict
+from config.base import ENV_NAME, Strict
 from config.fleets import Fleet
 from config.image import Image
 from config.notifications import Notifications
@@ -32,7 +32,6 @@ REQUIRED_TAGS = ("Project", "Environment", "Owner", "CostCenter")
 RFC1918 = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
-_ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{1,15}$")
 
 
 class EgressMode(StrEnum):
@@ -150,7 +149,7 @@ class Environment(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _ENV_NAME.match(value):
+        if not ENV_NAME.match(value):
             raise ValueError(
                 f"{value!r} is not a valid environment name; fix: 2-16 characters, lowercase letters, digits and '-', starting with a letter"
             )
@@ -191,7 +190,7 @@ class Environment(Strict):
         # Each problem names its own field path ("@path: message"); config.loader
         # reports one line per problem.
         zone_problems = self._zone_problems()
-        problems = [*zone_problems, *self._tag_problems(), *self._network_problems()]
+        problems = [*zone_problems, *self._tag_problems(), *self._network_problems(), *self._image_problems()]
         # Zones named by storage and fleets are checked against the environment's
         # only once those are right: one wrong zone must not echo in every section.
         if not zone_problems:
@@ -249,6 +248,22 @@ class Environment(Strict):
                     f"{', '.join(fleet.availability_zones)} but the Lustre file system is in {lustre_zone}; "
                     "fix: put both in the same zone (storage.file_system.availability_zone)"
                 )
+        return problems
+
+    def _image_problems(self) -> list[str]:
+        problems = []
+        if self.image.build and self.network.egress is EgressMode.ISOLATED:
+            problems.append(
+                "@image.build: an environment with network.egress 'isolated' cannot build images (no route to apt, "
+                "NVIDIA, PyPI or the EFA installer); fix: set image.build: false and add "
+                f"{self.name!r} to image.share_with of a building environment (network.egress: nat)"
+            )
+        problems += [
+            f"@image.share_with[{i}]: {name!r} is this environment; "
+            "fix: remove it, a building environment always receives its own AMIs"
+            for i, name in enumerate(self.image.share_with)
+            if name == self.name
+        ]
         return problems
 
     def _tag_problems(self) -> list[str]:

@@ -24,9 +24,11 @@ class ImageRecipe(Construct):
     """An ``AWS::ImageBuilder::ImageRecipe``.
 
     ``parent_image`` is anything Image Builder accepts (``ssm:<parameter>``, an AMI id, an
-    image ARN). The root volume is gp3 and encrypted (the account's default EBS key), so
-    the AMI's snapshots are encrypted too. The version is derived from everything the
-    recipe holds, so that CloudFormation's replacement of a changed recipe gets a new one.
+    image ARN). The root volume is gp3 and encrypted, with ``kms_key_arn`` where given (else
+    the account's default EBS key, whose snapshots cannot be shared or copied to another
+    account), so the AMI's snapshots are encrypted with that key too. The version is derived
+    from everything the recipe holds, so that CloudFormation's replacement of a changed recipe
+    gets a new one.
 
     Attributes:
         recipe: the L1 resource; name, version, arn.
@@ -43,6 +45,7 @@ class ImageRecipe(Construct):
         steps: Sequence[RecipeStep],
         root_device_name: str,
         root_volume_gib: int,
+        kms_key_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -61,7 +64,11 @@ class ImageRecipe(Construct):
             imagebuilder.CfnImageRecipe.InstanceBlockDeviceMappingProperty(
                 device_name=root_device_name,
                 ebs=imagebuilder.CfnImageRecipe.EbsInstanceBlockDeviceSpecificationProperty(
-                    volume_size=root_volume_gib, volume_type="gp3", encrypted=True, delete_on_termination=True
+                    volume_size=root_volume_gib,
+                    volume_type="gp3",
+                    encrypted=True,
+                    kms_key_id=kms_key_arn,
+                    delete_on_termination=True,
                 ),
             )
         ]
@@ -74,6 +81,7 @@ class ImageRecipe(Construct):
             parent_image,
             root_device_name,
             root_volume_gib,
+            stack.resolve(kms_key_arn),
             [(s.component.name, s.component.version, stack.resolve(dict(s.parameters))) for s in steps],
         )
         self.recipe = imagebuilder.CfnImageRecipe(

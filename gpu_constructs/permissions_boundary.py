@@ -67,6 +67,14 @@ BOUNDARY_ACTIONS = [
     "fsx:DescribeFileSystems",
     # the golden AMI's build instance fetches its components
     "imagebuilder:GetComponent",
+    # a receiving environment's EC2ImageBuilderDistributionCrossAccountRole copies the AMI,
+    # tags the copy, writes its id and uses the source snapshots' key through EC2
+    "ec2:CopyImage",
+    "ec2:CreateTags",
+    "ec2:DescribeImages",
+    "ec2:ModifyImageAttribute",
+    "ssm:PutParameter",
+    "kms:CreateGrant",
     # CDK's custom resource that strips the VPC's default security group
     "ec2:RevokeSecurityGroupIngress",
     "ec2:RevokeSecurityGroupEgress",

@@ -10,9 +10,9 @@ promotion stops on a broken environment rather than carrying it forward:
     scripts/check_environment.py prod --region us-west-2 --json
 
 The expected state comes from ``config/<env>.yaml`` (``config.load_environment``)
-and the names from ``config.naming.ResourceNames``. Three names are repeated here
-because ResourceNames lacks them: the stack names, the trail name
-(``<prefix>-trail``) and the AMI parameter (``<ssm prefix>ami/latest``).
+and the names from ``config.naming.ResourceNames`` (the AMI parameter included:
+``/imagebuilder/gpu-platform/<env>/ami/latest``). The stack names are repeated here
+because ResourceNames lacks them.
 Each check prints ``PASS|FAIL <check>: <detail>``; the exit status is 0 when
 every check passes and 1 otherwise. A problem that stops the checks from
 running at all (a config error, no credentials, the wrong account, access

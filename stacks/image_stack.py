@@ -14,15 +14,18 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from config import Environment
+from config import Environment, ImageSharing
 from config.catalog import get_instance_type
 from config.image import COMPONENTS
 from config.naming import ResourceNames
+from config.sharing import DISTRIBUTION_ROLE_NAME
 from gpu_constructs.hardened_bucket import HardenedBucket, log_lifecycle
 from gpu_constructs.image_builder_role import BuildAccess, ImageBuilderInstanceRole
 from gpu_constructs.image_component import ImageComponent, strip_leading_comments
-from gpu_constructs.image_distribution import ImageDistribution
+from gpu_constructs.image_copy_role import ImageCopyRole
+from gpu_constructs.image_distribution import DistributionTarget, ImageDistribution
 from gpu_constructs.image_infrastructure import ImageInfrastructure
+from gpu_constructs.image_key import ImageKey
 from gpu_constructs.image_pipeline import ImagePipeline
 from gpu_constructs.image_recipe import ImageRecipe, RecipeStep
 from stacks.base import PlatformStack
@@ -37,17 +40,28 @@ TEST_TIMEOUT_MINUTES = 120
 
 
 class ImageStack(PlatformStack):
-    """Attributes: ``ami_parameter`` (``/gpu-platform/<env>/ami/latest``, data type ``aws:ec2:image``),
-    ``components`` (component key -> ImageComponent, in recipe order), ``recipe``, ``log_bucket``, ``builder_role``,
-    ``infrastructure``, ``distribution``, ``pipeline``.
+    """The golden AMI of one environment: built here, or received from the building environment.
+
+    Attributes: ``ami_parameter`` (``/imagebuilder/gpu-platform/<env>/ami/latest``, data type
+    ``aws:ec2:image``, in every environment); where the environment builds (``image.build``):
+    ``key`` (ImageKey), ``components`` (component key -> ImageComponent, in recipe order),
+    ``recipe``, ``log_bucket``, ``builder_role``, ``infrastructure``, ``distribution``,
+    ``pipeline``; where it receives another account's AMIs: ``copy_role`` (ImageCopyRole). What
+    does not apply is empty or None.
+
+    ``sharing`` says which (config.sharing): a building environment's distribution copies each
+    AMI to the accounts of ``sharing.targets`` and writes the copy's id into their parameter;
+    a receiving one holds the parameter (bootstrap value until the first copy) and the role
+    the building account's Image Builder copies and writes with.
 
     Build logs go to a bucket of their own, ``gpu-platform-<env>-image-logs-<account>-<region>``
     (hardened like every bucket, SSE-KMS with the ``logs`` key, access logs to
     ``access_log_bucket``, the audit lifecycle), prefix ``image-builder/``. Not into the access
     log bucket itself: that one is SSE-S3 only because S3 server access logging demands it, and
     a bucket named here lets the build role's statement and its acknowledgment name the ARN.
-    ``data_key`` is not used: the AMI's snapshots use the account's default EBS key (see
-    ImageRecipe) and the fleets re-encrypt their volumes with the data key at launch.
+    The AMI's snapshots are encrypted with ``key`` (alias ``alias/gpu-platform/<env>/ami``),
+    not the account's default EBS key, whose snapshots cannot be copied to another account;
+    ``data_key`` is not used: the fleets re-encrypt their volumes with it at launch.
     """
 
     def __init__(
@@ -56,6 +70,7 @@ class ImageStack(PlatformStack):
         construct_id: str,
         *,
         env: Environment,
+        sharing: ImageSharing,
         vpc: ec2.IVpc,
         builder_subnets: ec2.SubnetSelection,
         builder_security_group: ec2.ISecurityGroup,
@@ -78,6 +93,40 @@ class ImageStack(PlatformStack):
             string_value=f"{{{{resolve:ssm:{image.bootstrap_ami_parameter}}}}}",
             data_type=ssm.ParameterDataType.AWS_EC2_IMAGE,
             description=f"GPU platform {env.name}: AMI id of GPU nodes (golden AMI; bootstrap: Deep Learning AMI)",
+        )
+        self.components: dict[str, ImageComponent] = {}
+        self.recipe: ImageRecipe | None = None
+        self.log_bucket: s3.IBucket | None = None
+        self.builder_role: ImageBuilderInstanceRole | None = None
+        self.infrastructure: ImageInfrastructure | None = None
+        self.distribution: ImageDistribution | None = None
+        self.pipeline: ImagePipeline | None = None
+        self.key: ImageKey | None = None
+        self.copy_role: ImageCopyRole | None = None
+        if not image.build:
+            # No pipeline: a build needs internet egress (apt, NVIDIA, PyPI, the EFA installer),
+            # which an isolated environment has not. The building environment copies each AMI
+            # into this account and writes its id into the parameter, through this role.
+            source = sharing.source
+            assert source is not None, f"{env.name} neither builds nor receives AMIs (config.sharing checks this)"
+            if source.account != env.account:
+                self.copy_role = ImageCopyRole(
+                    self,
+                    "AmiCopies",
+                    source_account=source.account,
+                    source_region=source.region,
+                    parameter_name=names.ami_parameter,
+                )
+            return
+
+        copy_accounts = sorted({t.account for t in sharing.targets if t.account != env.account})
+        self.key = ImageKey(
+            self,
+            "AmiKey",
+            alias=f"alias/gpu-platform/{env.name}/ami",
+            description=f"GPU platform {env.name}: golden AMI snapshots (copied to {', '.join(copy_accounts) or 'no other account'})",
+            copy_accounts=copy_accounts,
+            copy_role_name=DISTRIBUTION_ROLE_NAME,
         )
 
         image_name = f"{names.prefix}-gpu-node"
@@ -110,6 +159,7 @@ class ImageStack(PlatformStack):
             ],
             root_device_name=ROOT_DEVICE,
             root_volume_gib=image.root_volume_gib,
+            kms_key_arn=self.key.key.key_arn,
         )
 
         # Logs outlive a replaced image stack where the environment is protected; elsewhere the
@@ -182,6 +232,10 @@ class ImageStack(PlatformStack):
                 "ParentImage": f"ssm:{image.parent_image_parameter}",
             },
             parameter_name=names.ami_parameter,
+            targets=[
+                DistributionTarget(account=t.account, region=t.region, parameter_name=t.parameter_name)
+                for t in sharing.targets
+            ],
         )
         self.distribution.configuration.add_resource_dependency(_cfn(self.ami_parameter))
         self.pipeline = ImagePipeline(

@@ -7,7 +7,7 @@ from aws_cdk import Stage, Tags
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from config import Environment
+from config import Environment, ImageSharing
 from stacks.fleet_stack import FleetStack
 from stacks.image_stack import ImageStack
 from stacks.monitoring_stack import MonitoringStack
@@ -19,7 +19,7 @@ from stacks.storage_stack import StorageStack
 class PlatformStage(Stage):
     """One environment of the platform (``cdk.out/assembly-<env>/``)."""
 
-    def __init__(self, scope: Construct, *, env: Environment) -> None:
+    def __init__(self, scope: Construct, *, env: Environment, image_sharing: ImageSharing) -> None:
         super().__init__(scope, env.name, env=AwsEnvironment(account=env.account, region=env.region))
         self.security = SecurityStack(self, "Security", env=env)
         self.network = NetworkStack(self, "Network", env=env, logs_key=self.security.logs_key)
@@ -36,6 +36,7 @@ class PlatformStage(Stage):
             self,
             "Image",
             env=env,
+            sharing=image_sharing,
             vpc=self.network.vpc,
             builder_subnets=self.network.gpu_subnets,
             builder_security_group=self.network.node_security_group,

@@ -12,7 +12,7 @@ from aws_cdk import App
 from aws_cdk.assertions import Template
 
 from app import add_platform
-from config import Environment, load_environments
+from config import Environment, load_platform
 from stacks.compliance import FAIL_ON_FINDINGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,11 +67,12 @@ class Synth:
 
 def synthesize(outdir: Path) -> Synth:
     """Synthesize every environment exactly as ``app.py`` does, into ``outdir``."""
-    environments = load_environments()
+    platform = load_platform()
+    environments = platform.selected_environments
     context = cdk_json_context()
     context[FAIL_ON_FINDINGS] = True
     app = App(context=context, outdir=str(outdir))
-    add_platform(app, environments).synth()
+    add_platform(app, environments, platform=platform).synth()
     return collect_stacks(app, outdir, environments)
 
 

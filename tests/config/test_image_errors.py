@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from config import load_environment
 from config.image import DEFAULT_VERSIONS, VERSION_PARAMETERS
 from tests.config.test_config_errors import load_error, valid_dev, write_env
 
@@ -168,3 +169,102 @@ def test_shipped_configs_pin_every_version() -> None:
     data = valid_dev()
     assert set(data["image"]["versions"]) == set(DEFAULT_VERSIONS)
     assert all(isinstance(v, str) and v for v in data["image"]["versions"].values())
+
+
+# --- who builds: image.build and image.share_with (one file) ---------------------------------
+
+DataChange = Callable[[dict[str, Any]], None]
+DLAMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+
+
+def _isolated(data: dict[str, Any]) -> None:
+    data["network"] = {**data["network"], "egress": "isolated", "nat_gateways": 0}
+
+
+def _receiving_image(**fields: Any) -> DataChange:
+    def change(data: dict[str, Any]) -> None:
+        data["image"] = {"build": False, "bootstrap_ami_parameter": DLAMI, **fields}
+
+    return change
+
+
+def _share_with(*names: str) -> DataChange:
+    def change(data: dict[str, Any]) -> None:
+        data["image"]["share_with"] = list(names)
+
+    return change
+
+
+NOT_BUILT = (
+    "set, but this environment does not build (build: false), so it would be ignored; "
+    "fix: remove it, the AMI comes from the building environment that lists this one in image.share_with"
+)
+
+BUILD_CASES = [
+    pytest.param(
+        _isolated,
+        [
+            "dev.yaml: image.build: an environment with network.egress 'isolated' cannot build images (no route to "
+            "apt, NVIDIA, PyPI or the EFA installer); fix: set image.build: false and add 'dev' to image.share_with "
+            "of a building environment (network.egress: nat)"
+        ],
+        id="isolated-environment-builds",
+    ),
+    pytest.param(
+        _share_with("staging", "dev"),
+        [
+            "dev.yaml: image.share_with[1]: 'dev' is this environment; "
+            "fix: remove it, a building environment always receives its own AMIs"
+        ],
+        id="shares-with-itself",
+    ),
+    pytest.param(
+        _share_with("staging", "prod", "staging"),
+        [
+            "dev.yaml: image.share_with[2]: 'staging' is already listed at share_with[0]; "
+            "fix: list each environment once"
+        ],
+        id="shares-twice-with-one-environment",
+    ),
+    pytest.param(
+        _share_with("Prod"),
+        [
+            "dev.yaml: image.share_with[0]: 'Prod' is not an environment name; "
+            "fix: name an environment by its file, e.g. staging"
+        ],
+        id="share-with-not-a-name",
+    ),
+    pytest.param(
+        _receiving_image(share_with=["staging"]),
+        [
+            "dev.yaml: image.share_with: ['staging'] but build is false: only a building environment shares its "
+            "AMIs; fix: remove share_with, or set build: true (which needs network.egress: nat)"
+        ],
+        id="receiving-environment-shares",
+    ),
+    pytest.param(
+        _receiving_image(versions=dict(DEFAULT_VERSIONS), schedule="cron(0 3 ? * sun *)"),
+        [f"dev.yaml: image.versions: {NOT_BUILT}", f"dev.yaml: image.schedule: {NOT_BUILT}"],
+        id="receiving-environment-pins-versions",
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "expected"), BUILD_CASES)
+def test_who_builds_gives_exact_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: DataChange, expected: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = valid_dev()
+    change(data)
+    write_env(tmp_path, "dev", data)
+    assert load_error("dev", tmp_path) == expected
+
+
+def test_an_isolated_environment_that_does_not_build_is_valid(tmp_path: Path) -> None:
+    data = valid_dev()
+    _isolated(data)
+    _receiving_image()(data)
+    write_env(tmp_path, "dev", data)
+    env = load_environment("dev", tmp_path)
+    assert env.image.build is False and env.image.share_with == []

@@ -17,7 +17,8 @@ from tests.fleets.conftest import fleets_stack
 from tests.iam_documents import Resolver
 from tests.synth import StackTemplate, Synth
 
-ENVS = ["dev", "staging", "prod"]
+ENVS = ["dev", "staging"]  # environments whose fleets roll automatically
+MANUAL_ENVS = ["prod"]  # refresh: {enabled: false}: a new AMI arrives through the pipeline
 
 
 def _one(stack: StackTemplate, kind: str) -> dict[str, Any]:
@@ -64,6 +65,14 @@ def _synths(synth: Synth, fleet_synth: Synth) -> list[tuple[Synth, str]]:
     return [(synth, env) for env in ENVS] + [(fleet_synth, "dev")]
 
 
+@pytest.mark.parametrize("env", MANUAL_ENVS)
+def test_no_rollout_where_every_fleet_waits_for_the_pipeline(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    assert cfg.fleets and all(f.rollout is None for f in cfg.fleets)
+    stack = fleets_stack(synth, env)
+    assert not [k for k in stack.json["Resources"] if k.startswith("AmiRollout")]
+
+
 @pytest.mark.parametrize("env", ENVS)
 def test_rule_fires_when_the_image_pipeline_writes_the_ami_parameter(synth: Synth, env: str) -> None:
     names = ResourceNames.of(synth.environments[env])
@@ -78,9 +87,15 @@ def test_rule_fires_when_the_image_pipeline_writes_the_ami_parameter(synth: Synt
     image = synth.stack(env, "Image")
     (parameter,) = image.resources("AWS::SSM::Parameter").values()
     assert parameter["Properties"]["Name"] == names.ami_parameter
-    (distribution,) = image.resources("AWS::ImageBuilder::DistributionConfiguration").values()
-    (target,) = distribution["Properties"]["Distributions"][0]["SsmParameterConfigurations"]
-    assert target["ParameterName"] == names.ami_parameter
+    # A build writes it: the environment's own pipeline, or the building environment's (dev) in this account.
+    writes = [
+        (c.get("AmiAccountId", cfg_env.account), c["ParameterName"])
+        for cfg_env in synth.environments.values()
+        for d in synth.stack(cfg_env.name, "Image").resources("AWS::ImageBuilder::DistributionConfiguration").values()
+        for dist in d["Properties"]["Distributions"]
+        for c in dist["SsmParameterConfigurations"]
+    ]
+    assert (synth.environments[env].account, names.ami_parameter) in writes
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -176,7 +191,7 @@ def test_refresh_preferences_equal_the_fleet_config(synth: Synth, fleet_synth: S
             seen_custom |= fleet.refresh is not None
     assert seen_custom
     # The shipped configs take the defaults: 90 % healthy, checkpoints at 50 and 100 % 15 minutes apart.
-    prefs = _fleet_steps(fleets_stack(synth, "prod"))["gpu-platform-prod-training"]["inputs"]["InputPayload"]
+    prefs = _fleet_steps(fleets_stack(synth, "staging"))["gpu-platform-staging-training"]["inputs"]["InputPayload"]
     assert prefs["Preferences"]["MinHealthyPercentage"] == 90
     assert (prefs["Preferences"]["CheckpointPercentages"], prefs["Preferences"]["CheckpointDelay"]) == ([50, 100], 900)
     assert prefs["Preferences"]["AutoRollback"] is True

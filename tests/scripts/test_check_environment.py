@@ -50,7 +50,7 @@ HEALTHY = [
     "dev-Security CREATE_COMPLETE, dev-Storage CREATE_COMPLETE",
     "PASS fleets: gpu-platform-dev-train min 1 max 4 desired 1",
     "PASS alarms: 0 of 1 alarm(s) named gpu-platform-dev-* in ALARM",
-    f"PASS ami-parameter: /gpu-platform/dev/ami/latest = {AMI} (aws:ec2:image)",
+    f"PASS ami-parameter: /imagebuilder/gpu-platform/dev/ami/latest = {AMI} (aws:ec2:image)",
     "PASS file-systems: fs-0123456789abcdef0 AVAILABLE",
     "PASS trail: gpu-platform-dev-trail is logging",
 ]
@@ -126,7 +126,7 @@ def deployed(script: ModuleType, session: boto3.Session, monkeypatch: pytest.Mon
         )
 
     session.client("ssm").put_parameter(
-        Name="/gpu-platform/dev/ami/latest", Value=AMI, Type="String", DataType="aws:ec2:image"
+        Name="/imagebuilder/gpu-platform/dev/ami/latest", Value=AMI, Type="String", DataType="aws:ec2:image"
     )
 
     cw = session.client("cloudwatch")
@@ -207,13 +207,13 @@ def test_resources_of_an_environment_extending_the_name_count_when_it_has_no_con
 
 
 def _delete_parameter(session: boto3.Session) -> None:
-    session.client("ssm").delete_parameter(Name="/gpu-platform/dev/ami/latest")
+    session.client("ssm").delete_parameter(Name="/imagebuilder/gpu-platform/dev/ami/latest")
 
 
 def _text_parameter(session: boto3.Session) -> None:
     _delete_parameter(session)
     session.client("ssm").put_parameter(
-        Name="/gpu-platform/dev/ami/latest", Value="ami-0123456789abcdef0", Type="String", DataType="text"
+        Name="/imagebuilder/gpu-platform/dev/ami/latest", Value="ami-0123456789abcdef0", Type="String", DataType="text"
     )
 
 
@@ -251,10 +251,10 @@ BREAKAGES: dict[str, tuple[Callable[[boto3.Session], Any], str]] = {
         ),
         "FAIL alarms: 1 of 1 alarm(s) named gpu-platform-dev-* in ALARM: gpu-platform-dev-gpu-temperature",
     ),
-    "parameter missing": (_delete_parameter, "FAIL ami-parameter: /gpu-platform/dev/ami/latest missing"),
+    "parameter missing": (_delete_parameter, "FAIL ami-parameter: /imagebuilder/gpu-platform/dev/ami/latest missing"),
     "parameter of type text": (
         _text_parameter,
-        "FAIL ami-parameter: /gpu-platform/dev/ami/latest has data type text, expected aws:ec2:image",
+        "FAIL ami-parameter: /imagebuilder/gpu-platform/dev/ami/latest has data type text, expected aws:ec2:image",
     ),
     "trail stopped": (
         lambda s: s.client("cloudtrail").stop_logging(Name="gpu-platform-dev-trail"),
@@ -440,7 +440,10 @@ def test_expectations_follow_the_config(script, expected) -> None:
     assert expected.required_stacks == ("dev-Security", "dev-Network", "dev-Storage", "dev-Image", "dev-Fleets")
     assert expected.file_system_expected
     assert expected.foreign_prefixes == ("dev-2-", "gpu-platform-dev-2-")
-    assert (expected.ami_parameter, expected.trail_name) == ("/gpu-platform/dev/ami/latest", "gpu-platform-dev-trail")
+    assert (expected.ami_parameter, expected.trail_name) == (
+        "/imagebuilder/gpu-platform/dev/ami/latest",
+        "gpu-platform-dev-trail",
+    )
 
 
 def test_a_stack_reason_stays_on_one_line(script, expected) -> None:

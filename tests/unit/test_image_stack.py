@@ -18,11 +18,15 @@ from gpu_constructs.image_component import (
     content_version,
     strip_leading_comments,
 )
+from gpu_constructs.image_distribution import DistributionTarget, ImageDistribution
 from gpu_constructs.image_recipe import ImageRecipe, RecipeStep
 from gpu_constructs.permissions_boundary import BOUNDARY_ACTIONS
 from tests.synth import StackTemplate, Synth
 
 ENVS = ["dev", "staging", "prod"]
+#: Environments that run the pipeline (image.build); the isolated ones only receive AMIs.
+BUILDERS = ["dev"]
+RECEIVERS = ["staging", "prod"]
 SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 AMI_PARAMETER_TYPE = "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
 
@@ -59,7 +63,7 @@ def _expected_parameters(synth: Synth, env: str, key: str) -> dict[str, str]:
 # --- pipeline ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_pipeline_weekly_enabled_with_tests(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -82,7 +86,7 @@ def test_pipeline_weekly_enabled_with_tests(synth: Synth, env: str) -> None:
     assert "ExecutionRole" not in pipeline  # Image Builder's service-linked role
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_pipeline_logs_encrypted_with_retention(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -101,7 +105,7 @@ def test_pipeline_logs_encrypted_with_retention(synth: Synth, env: str) -> None:
 # --- recipe and components --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_recipe_parent_from_config_and_components_in_order(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -115,15 +119,17 @@ def test_recipe_parent_from_config_and_components_in_order(synth: Synth, env: st
     assert order[-1] == f"{prefix}-gpu-validation"  # the test component, last
     (root,) = recipe["BlockDeviceMappings"]
     assert root["DeviceName"] == "/dev/sda1"
+    key_id, _ = _one(stack, "AWS::KMS::Key")
     assert root["Ebs"] == {
         "DeleteOnTermination": True,
         "Encrypted": True,
+        "KmsKeyId": _getatt(key_id),  # the AMI key: aws/ebs snapshots cannot be copied to another account
         "VolumeSize": cfg.image.root_volume_gib,
         "VolumeType": "gp3",
     }
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_recipe_passes_every_parameter_from_config(synth: Synth, env: str) -> None:
     stack = image(synth, env)
     _, recipe = _one(stack, "AWS::ImageBuilder::ImageRecipe")
@@ -137,14 +143,14 @@ def test_recipe_passes_every_parameter_from_config(synth: Synth, env: str) -> No
 
 
 def test_versions_come_from_config_not_defaults(synth: Synth) -> None:
-    """The recipe takes each environment's own pins: a version changed in one file reaches only that recipe."""
-    for env in ENVS:
+    """The recipe takes each building environment's own pins: a version changed in one file reaches only that recipe."""
+    for env in BUILDERS:
         _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
         given = {p["Name"]: p["Value"][0] for c in recipe["Components"] for p in c["Parameters"]}
         assert {k: given[k] for k in VERSION_PARAMETERS} == synth.environments[env].image.versions
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_gpu_checks_expect_the_builders_gpus(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
@@ -153,7 +159,7 @@ def test_gpu_checks_expect_the_builders_gpus(synth: Synth, env: str) -> None:
     assert validation["ExpectEfa"] == ["false"]  # Image Builder's test instance has no EFA interface
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_node_scripts_from_the_stacks_asset(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
@@ -166,7 +172,7 @@ def test_node_scripts_from_the_stacks_asset(synth: Synth, env: str) -> None:
     assert downloads["Resource"] == uri.replace("s3://", "arn:aws:s3:::")  # exactly that object
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_one_component_per_document_with_its_content(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     components = {p["Name"]: p for p in _components_by_id(image(synth, env)).values()}
@@ -189,7 +195,7 @@ def test_one_component_per_document_with_its_content(synth: Synth, env: str) -> 
 # --- infrastructure ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_infrastructure_private_gpu_subnet_imdsv2_terminates(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -210,7 +216,7 @@ def test_infrastructure_private_gpu_subnet_imdsv2_terminates(synth: Synth, env: 
     assert infra["ResourceTags"]["CostCenter"] == cfg.tags["CostCenter"]
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_build_logs_to_a_hardened_log_bucket(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -233,16 +239,17 @@ def test_build_logs_to_a_hardened_log_bucket(synth: Synth, env: str) -> None:
 # --- distribution -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_distribution_writes_the_fleets_parameter_and_tags_versions(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
     _, dist = _one(stack, "AWS::ImageBuilder::DistributionConfiguration")
-    (target,) = dist["Distributions"]
+    (target,) = dist["Distributions"]  # every environment is in the builder's region
     assert target["Region"] == cfg.region
-    assert target["SsmParameterConfigurations"] == [
-        {"ParameterName": ResourceNames.of(cfg).ami_parameter, "DataType": "aws:ec2:image"}
-    ]
+    assert target["SsmParameterConfigurations"][0] == {
+        "ParameterName": ResourceNames.of(cfg).ami_parameter,
+        "DataType": "aws:ec2:image",
+    }  # no AmiAccountId: this account
     ami = target["AmiDistributionConfiguration"]
     assert ami["Name"] == f"gpu-platform-{env}-gpu-node-{{{{ imagebuilder:buildDate }}}}"
     tags = ami["AmiTags"]
@@ -258,10 +265,31 @@ def test_ami_parameter_bootstraps_from_the_deep_learning_ami(synth: Synth, env: 
     stack = image(synth, env)
     param_id, param = _one(stack, "AWS::SSM::Parameter")
     assert param["Name"] == ResourceNames.of(cfg).ami_parameter
+    assert param["Name"].startswith("/imagebuilder/")  # the one path Image Builder's service-linked role writes
     assert param["DataType"] == "aws:ec2:image"
     assert param["Value"] == f"{{{{resolve:ssm:{cfg.image.bootstrap_ami_parameter}}}}}"
-    dist_id, _ = _one(stack, "AWS::ImageBuilder::DistributionConfiguration")
-    assert param_id in stack.json["Resources"][dist_id]["DependsOn"]
+    if cfg.image.build:
+        dist_id, _ = _one(stack, "AWS::ImageBuilder::DistributionConfiguration")
+        assert param_id in stack.json["Resources"][dist_id]["DependsOn"]
+
+
+def test_only_environments_with_internet_egress_build(synth: Synth) -> None:
+    builders = [e for e, cfg in synth.environments.items() if cfg.image.build]
+    assert builders == BUILDERS
+    assert all(synth.environments[e].network.egress == "nat" for e in BUILDERS)
+    assert all(synth.environments[e].network.egress == "isolated" for e in RECEIVERS)
+
+
+@pytest.mark.parametrize("env", RECEIVERS)
+def test_isolated_environments_have_no_pipeline(synth: Synth, env: str) -> None:
+    """Nothing to build with, nothing built: no Image Builder resource, no build logs, no node scripts asset."""
+    stack = image(synth, env)
+    types = {r["Type"] for r in stack.json["Resources"].values()}
+    assert not {t for t in types if t.startswith("AWS::ImageBuilder::")}
+    assert stack.resources("AWS::S3::Bucket") == {}
+    assert stack.resources("AWS::Logs::LogGroup") == {}
+    assert stack.resources("AWS::IAM::InstanceProfile") == {}
+    assert len(stack.resources("AWS::SSM::Parameter")) == 1
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -274,6 +302,164 @@ def test_fleets_resolve_the_ami_parameter_at_deploy(synth: Synth, env: str) -> N
     assert templates
     for template in templates:
         assert template["Properties"]["LaunchTemplateData"]["ImageId"] == {"Ref": name}
+
+
+# --- sharing: the building environment copies each AMI to the receiving ones -----------------
+
+COPY_ROLE = "EC2ImageBuilderDistributionCrossAccountRole"
+SNAPSHOT_KEY_USE = [
+    "kms:Decrypt",
+    "kms:DescribeKey",
+    "kms:GenerateDataKey",
+    "kms:GenerateDataKeyWithoutPlaintext",
+    "kms:ReEncryptFrom",
+    "kms:ReEncryptTo",
+]
+
+
+def _receivers(synth: Synth) -> list[Any]:
+    return [synth.environments[e] for e in RECEIVERS]
+
+
+def test_distribution_copies_the_ami_into_each_receiving_account(synth: Synth) -> None:
+    dev = synth.environments["dev"]
+    _, dist = _one(image(synth, "dev"), "AWS::ImageBuilder::DistributionConfiguration")
+    (target,) = dist["Distributions"]
+    ami = target["AmiDistributionConfiguration"]
+    # A copy each receiving account owns (TargetAccountIds), not a launch permission on dev's AMI.
+    assert ami["TargetAccountIds"] == sorted(cfg.account for cfg in _receivers(synth))
+    assert dev.account not in ami["TargetAccountIds"]
+    assert "LaunchPermissionConfiguration" not in ami
+    assert "KmsKeyId" not in ami  # each copy: the receiving account's default EBS key
+    assert target["SsmParameterConfigurations"][1:] == [
+        {
+            "ParameterName": f"/imagebuilder/gpu-platform/{cfg.name}/ami/latest",
+            "DataType": "aws:ec2:image",
+            "AmiAccountId": cfg.account,
+        }
+        for cfg in _receivers(synth)
+    ]
+
+
+def test_ami_key_is_retained_rotated_and_open_only_to_the_copy_roles(synth: Synth) -> None:
+    dev = synth.environments["dev"]
+    stack = image(synth, "dev")
+    (key_id, key) = next(iter(stack.resources("AWS::KMS::Key").items()))
+    assert key["Properties"]["EnableKeyRotation"] is True
+    assert key["DeletionPolicy"] == "Retain" and key["UpdateReplacePolicy"] == "Retain"
+    (alias,) = stack.resources("AWS::KMS::Alias").values()
+    assert alias["Properties"] == {"AliasName": "alias/gpu-platform/dev/ami", "TargetKeyId": _getatt(key_id)}
+    statements = {s.get("Sid", "account"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
+    assert set(statements) == {
+        "account",
+        "AutoScalingLaunchesFromTheAmi",
+        "AutoScalingGrantsForItsVolumes",
+        "ReceivingAccountsCopyTheAmi",
+        "ReceivingAccountsGrantsForTheCopy",
+    }
+    autoscaling = (
+        f"arn:aws:iam::{dev.account}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+    )
+    assert statements["AutoScalingLaunchesFromTheAmi"]["Principal"] == {"AWS": autoscaling}
+    accounts = sorted(cfg.account for cfg in _receivers(synth))
+    copy = statements["ReceivingAccountsCopyTheAmi"]
+    assert sorted(copy["Action"]) == SNAPSHOT_KEY_USE
+    assert copy["Principal"] == {"AWS": [f"arn:aws:iam::{a}:root" for a in accounts]}
+    roles = [f"arn:aws:iam::{a}:role/{COPY_ROLE}" for a in accounts]
+    assert copy["Condition"] == {"ArnEquals": {"aws:PrincipalArn": roles}}
+    grants = statements["ReceivingAccountsGrantsForTheCopy"]
+    assert grants["Action"] == "kms:CreateGrant"
+    assert grants["Condition"] == {
+        "ArnEquals": {"aws:PrincipalArn": roles},
+        "Bool": {"kms:GrantIsForAWSResource": "true"},
+    }
+
+
+@pytest.mark.parametrize("env", RECEIVERS)
+def test_receiving_account_lets_only_the_builders_image_builder_copy_in(synth: Synth, env: str) -> None:
+    cfg, dev = synth.environments[env], synth.environments["dev"]
+    stack = image(synth, env)
+    role_id, props = _one(stack, "AWS::IAM::Role")
+    assert props["RoleName"] == COPY_ROLE  # the name Image Builder looks up
+    (trust,) = props["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == "sts:AssumeRole"
+    assert dev.account in str(trust["Principal"]["AWS"])
+    assert trust["Condition"] == {
+        "ArnEquals": {
+            "aws:PrincipalArn": f"arn:aws:iam::{dev.account}:role/aws-service-role/imagebuilder.amazonaws.com/"
+            "AWSServiceRoleForImageBuilder"
+        }
+    }
+    assert "ManagedPolicyArns" not in props and "Policies" not in props  # no AWS managed policy
+    assert "PermissionsBoundary" in props
+    (policy,) = stack.resources("AWS::IAM::ManagedPolicy").values()
+    assert policy["Properties"]["Roles"] == [{"Ref": role_id}]
+    statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert set(statements) == {
+        "CopyAmis",
+        "DescribeAmis",
+        "TagAmiCopies",
+        "WriteAmiParameter",
+        "SourceSnapshotKey",
+        "SourceSnapshotKeyGrants",
+    }
+    # The AMI and its snapshots, in the source's region and this one (the same here): no "*" on a write.
+    assert statements["CopyAmis"]["Action"] == "ec2:CopyImage"
+    assert statements["CopyAmis"]["Resource"] == [
+        f"arn:aws:ec2:{cfg.region}::image/*",
+        f"arn:aws:ec2:{cfg.region}::snapshot/*",
+    ]
+    assert statements["DescribeAmis"]["Action"] == "ec2:DescribeImages"
+    assert statements["DescribeAmis"]["Condition"] == {"StringEquals": {"aws:RequestedRegion": cfg.region}}
+    assert sorted(statements["TagAmiCopies"]["Action"]) == ["ec2:CreateTags", "ec2:ModifyImageAttribute"]
+    assert statements["TagAmiCopies"]["Resource"] == f"arn:aws:ec2:{cfg.region}::image/*"
+    assert statements["WriteAmiParameter"] == {
+        "Sid": "WriteAmiParameter",
+        "Effect": "Allow",
+        "Action": "ssm:PutParameter",
+        "Resource": f"arn:aws:ssm:{cfg.region}:{cfg.account}:parameter/imagebuilder/gpu-platform/{env}/ami/latest",
+    }
+    source_keys = f"arn:aws:kms:{dev.region}:{dev.account}:key/*"
+    assert sorted(statements["SourceSnapshotKey"]["Action"]) == SNAPSHOT_KEY_USE
+    assert statements["SourceSnapshotKey"]["Resource"] == source_keys
+    assert statements["SourceSnapshotKeyGrants"]["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    assert stack.resources("AWS::KMS::Key") == {}  # the copy is re-encrypted with this account's EBS key
+    actions = {
+        a for st in statements.values() for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
+    }
+    assert actions - set(BOUNDARY_ACTIONS) == set()  # a grant beyond the boundary would be void
+
+
+def test_distribution_groups_targets_by_region_and_account() -> None:
+    """A target in another region gets its own distribution; a target in this account, no TargetAccountIds."""
+    stack = Stack(App(), "Dist", env={"account": "111111111111", "region": "us-east-1"})
+    dist = ImageDistribution(
+        stack,
+        "D",
+        name="n",
+        description="d",
+        region="us-east-1",
+        ami_name_prefix="p",
+        ami_tags={"Project": "x"},
+        parameter_name="/imagebuilder/own",
+        targets=[
+            DistributionTarget(account="222222222222", region="us-east-1", parameter_name="/imagebuilder/a"),
+            DistributionTarget(account="111111111111", region="us-east-1", parameter_name="/imagebuilder/same"),
+            DistributionTarget(account="333333333333", region="eu-west-1", parameter_name="/imagebuilder/b"),
+        ],
+    )
+    east, west = stack.resolve(dist.configuration.distributions)
+    assert east["region"] == "us-east-1" and west["region"] == "eu-west-1"
+    assert east["amiDistributionConfiguration"]["TargetAccountIds"] == ["222222222222"]
+    assert [(p["parameterName"], p.get("amiAccountId")) for p in east["ssmParameterConfigurations"]] == [
+        ("/imagebuilder/own", None),
+        ("/imagebuilder/a", "222222222222"),
+        ("/imagebuilder/same", None),
+    ]
+    assert west["amiDistributionConfiguration"]["TargetAccountIds"] == ["333333333333"]
+    assert [(p["parameterName"], p.get("amiAccountId")) for p in west["ssmParameterConfigurations"]] == [
+        ("/imagebuilder/b", "333333333333")
+    ]
 
 
 # --- the build instance's role ----------------------------------------------------------------
@@ -293,7 +479,7 @@ def _statements(synth: Synth, env: str) -> dict[str, dict[str, Any]]:
     return {s["Sid"]: s for p in _policies(synth, env).values() for s in p["PolicyDocument"]["Statement"]}
 
 
-@pytest.mark.parametrize("env", ENVS)
+@pytest.mark.parametrize("env", BUILDERS)
 def test_builder_role_is_least_privilege(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
@@ -348,7 +534,7 @@ def test_builder_role_is_least_privilege(synth: Synth, env: str) -> None:
 
 def test_builder_actions_fit_inside_the_permissions_boundary(synth: Synth) -> None:
     """A role's grant beyond its boundary is silently void: every build action must be in the ceiling."""
-    for env in ENVS:
+    for env in BUILDERS:
         actions = {
             a
             for s in _statements(synth, env).values()

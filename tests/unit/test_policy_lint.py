@@ -39,7 +39,8 @@ ALLOWED = {
     ): "A permissions boundary grants nothing; it caps roles whose own policies scope resources.",
     ("boundary", "PERMISSIONS_MANAGEMENT_ACTIONS"): (
         "iam:PassRole, in statements of its own: the AMI rollout role only to SSM, the node role only to EC2 "
-        "(tests/unit/test_security.py checks both)."
+        "(tests/unit/test_security.py checks both); kms:CreateGrant for the one role that needs it (the AMI copy "
+        "role); a boundary grants nothing."
     ),
     ("boundary", "PRIVILEGE_ESCALATION"): (
         "PassRole with RunInstances: the boundary lets the node role be passed to EC2 only, and launches only "
@@ -67,6 +68,12 @@ ALLOWED_IDENTITY = {
     ("AmiRolloutStartPolicy", "PERMISSIONS_MANAGEMENT_ACTIONS"): (
         ["iam:passrole"],
         "EventBridge starts the runbook as the runbook's own role: that role by ARN, to SSM only.",
+    ),
+    ("AmiCopiesCopy", "PERMISSIONS_MANAGEMENT_ACTIONS"): (
+        ["kms:creategrant"],
+        "kms:CreateGrant on the building account's keys, only for grants EC2 creates for the copy "
+        "(kms:GrantIsForAWSResource): copying a snapshot encrypted with a shared key needs it (Amazon EBS user "
+        "guide, sharing the KMS key of a shared snapshot).",
     ),
 }
 
