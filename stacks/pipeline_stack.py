@@ -54,8 +54,10 @@ class PipelineStack(Stack):
             tags=dict(config.tags),
         )
         by_name = {env.name: env for env in environments}
+        # CodeBuild clones the repository itself: a git checkout keeps the scripts' executable bits
+        # and symlinks, which CodePipeline's zip of the source would drop.
         source = pipelines.CodePipelineSource.connection(
-            config.repository, config.branch, connection_arn=config.connection_arn
+            config.repository, config.branch, connection_arn=config.connection_arn, code_build_clone_output=True
         )
         self.pipeline = pipelines.CodePipeline(
             self,

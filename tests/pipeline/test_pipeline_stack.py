@@ -158,6 +158,8 @@ def test_source_is_the_configured_codeconnections_repository_and_branch(pipeline
         "ConnectionArn": cfg.connection_arn,
         "FullRepositoryId": cfg.repository,
         "BranchName": cfg.branch,
+        # CodeBuild clones the repository: the scripts keep their executable bits (a zip drops them).
+        "OutputArtifactFormat": "CODEBUILD_CLONE_REF",
     }
 
 
