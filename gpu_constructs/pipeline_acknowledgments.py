@@ -65,15 +65,19 @@ def _logical_id(construct: IConstruct) -> str:
     return Stack.of(construct).get_logical_id(construct.node.default_child)
 
 
+def _arn(stack: Stack, service: str) -> str:
+    """``arn:aws:<service>:<region>:<account>`` of the pipeline stack, as the finding ids spell it."""
+    return f"arn:{stack.partition}:{service}:{stack.region}:{stack.account}"
+
+
 def _project_findings(project: codebuild.IProject) -> dict[str, str]:
     """The log group and report groups CodeBuild names after ``project``."""
     stack = Stack.of(project)
     project_id = _logical_id(project)
-    prefix = f"arn:{stack.partition}:{{}}:{stack.region}:{stack.account}"
     return {
-        f"Resource::{prefix.format('logs')}:log-group:/aws/codebuild/<{project_id}>:*": "Log streams of this "
+        f"Resource::{_arn(stack, 'logs')}:log-group:/aws/codebuild/<{project_id}>:*": "Log streams of this "
         "project's own log group, one per build, are named at build time.",
-        f"Resource::{prefix.format('codebuild')}:report-group/<{project_id}>-*": "Test report groups of this "
+        f"Resource::{_arn(stack, 'codebuild')}:report-group/<{project_id}>-*": "Test report groups of this "
         "project are named after it by CodeBuild.",
     }
 
@@ -102,7 +106,7 @@ def acknowledge_pipeline_grants(
     for action in code_pipeline.node.find_child("Source").node.children:
         policy = _default_policy(action.node.find_child("CodePipelineActionRole"))
         _ack(policy, read_write)
-        _inline(policy, "the source action (it stores the repository snapshot)")
+        _inline(policy, "the source action (it stores the source artifact)")
 
     policy = _default_policy(pipeline.synth_project.role)
     _ack(policy, {**read_write, **_project_findings(pipeline.synth_project)})
@@ -128,21 +132,25 @@ def acknowledge_pipeline_grants(
         _ack(policy, {**read, **ARTIFACT_KEY, **_project_findings(project)})
         _inline(policy, f"the post-deploy check of {environment}")
 
-    file_role = pipeline.node.find_child("Assets").node.find_child("FileRole")
-    policy = _default_policy(file_role)
-    prefix = f"arn:{stack.partition}:{{}}:{stack.region}:{stack.account}"
+    assets = pipeline.node.try_find_child("Assets")  # absent while the app has no file assets
+    if assets is not None:
+        _acknowledge_asset_role(_default_policy(assets.node.find_child("FileRole")), stack, read=read)
+
+    _inline(_default_policy(pipeline.node.find_child("CodeBuildActionRole")), "the CodeBuild actions")
+
+
+def _acknowledge_asset_role(policy: IConstruct, stack: Stack, *, read: dict[str, str]) -> None:
+    """The asset publishing role: reads the cloud assembly, starts its projects, assumes the file-publishing roles."""
     _ack(
         policy,
         {
             **read,
-            f"Resource::{prefix.format('logs')}:log-group:/aws/codebuild/*": "The asset publishing projects are "
+            f"Resource::{_arn(stack, 'logs')}:log-group:/aws/codebuild/*": "The asset publishing projects are "
             "created by CDK Pipelines with generated names; this role writes only their build logs.",
-            f"Resource::{prefix.format('codebuild')}:report-group/*": "Report groups of the generated asset "
+            f"Resource::{_arn(stack, 'codebuild')}:report-group/*": "Report groups of the generated asset "
             "publishing projects; the statement has report actions only.",
             "Resource::*": "codebuild:StartBuild/BatchGetBuilds/StopBuild as CDK Pipelines grants them to the asset "
             "role; the publishing itself goes through the environments' file-publishing roles named in the policy.",
         },
     )
     _inline(policy, "asset publishing")
-
-    _inline(_default_policy(pipeline.node.find_child("CodeBuildActionRole")), "the CodeBuild actions")
