@@ -17,7 +17,7 @@ export CDK_DISABLE_VERSION_CHECK := true
 CDK := cdk --no-notices
 ENV_CONTEXT := $(if $(ENV),-c env=$(ENV),)
 
-.PHONY: setup synth lint-templates test lint bench diff deploy clean
+.PHONY: setup synth synth-pipeline lint-templates test lint bench diff deploy clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -37,9 +37,16 @@ synth: setup
 	$(CDK) synth --quiet $(ENV_CONTEXT)
 	$(MAKE) --no-print-directory lint-templates
 
+## synth-pipeline: the pipeline stack with every environment of its promotion list under it, into cdk.out/
+## (what the pipeline's Build step runs, scripts/ci/synth.sh), rule packs enforced, then cfn-lint
+synth-pipeline: setup
+	rm -rf cdk.out
+	$(CDK) synth --quiet -c pipeline=true
+	$(MAKE) --no-print-directory lint-templates
+
 lint-templates:
 	$(VENV)/bin/cfn-lint
-	@echo "cfn-lint: $$(ls cdk.out/assembly-*/*.template.json | wc -l) templates clean"
+	@echo "cfn-lint: $$(find cdk.out -name '*.template.json' | wc -l) templates clean"
 
 ## test: the whole suite (one shared synth)
 test: setup

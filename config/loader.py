@@ -10,7 +10,7 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -19,6 +19,8 @@ from config.schema import Environment
 from config.sharing import Platform, sharing_problems
 
 CONFIG_DIR = Path(__file__).resolve().parent
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ConfigError(Exception):
@@ -53,7 +55,8 @@ def available_environments(config_dir: Path = CONFIG_DIR) -> list[str]:
     return sorted(p.stem for p in config_dir.glob("*.yaml"))
 
 
-def _display(path: Path) -> str:
+def display_path(path: Path) -> str:
+    """``path`` relative to the working directory where it lies below it (as a person typed it), else absolute."""
     try:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
@@ -160,10 +163,14 @@ def _describe(err: dict[str, Any], model: type[BaseModel]) -> list[tuple[str, st
     return [(_field_path(loc), f"{value!r} is invalid: {_problem(err)}; fix: {_fix_for(err)}")]
 
 
-def _read_yaml(path: Path, shown: str) -> dict[str, Any]:
+def read_mapping(path: Path, shown: str, *, what: str, missing_fix: str, first_field: str) -> dict[str, Any]:
+    """The YAML mapping in ``path``; a missing, empty or malformed file is a one-line ``ConfigError``.
+
+    ``what`` names the file's subject in the fix (``the environment's fields``), ``missing_fix`` is
+    the fix printed when the file does not exist, ``first_field`` (``name: dev``) the line to start with.
+    """
     if not path.is_file():
-        known = ", ".join(available_environments(path.parent)) or "none"
-        raise ConfigError([f"{shown}: file not found; fix: create it, or choose an existing environment ({known})"])
+        raise ConfigError([f"{shown}: file not found; fix: {missing_fix}"])
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
     except yaml.MarkedYAMLError as err:
@@ -176,17 +183,26 @@ def _read_yaml(path: Path, shown: str) -> dict[str, Any]:
         raise ConfigError([f"{shown}: YAML error: {err}; fix: correct the YAML syntax"]) from None
     if data is None:
         raise ConfigError(
-            [
-                f"{shown}: (top level): the file is empty; fix: write the environment's fields, starting with 'name: {path.stem}'"
-            ]
+            [f"{shown}: (top level): the file is empty; fix: write {what}, starting with '{first_field}'"]
         )
     if not isinstance(data, dict):
         raise ConfigError(
             [
-                f"{shown}: (top level): expected a mapping of fields, found a {'list' if isinstance(data, list) else 'single value'}; fix: write one 'key: value' per line, starting with 'name: {path.stem}'"
+                f"{shown}: (top level): expected a mapping of fields, found a {'list' if isinstance(data, list) else 'single value'}; fix: write one 'key: value' per line, starting with '{first_field}'"
             ]
         )
     return data
+
+
+def validate_model(model: type[M], data: dict[str, Any], shown: str) -> M:
+    """``model`` validated from ``data``; every problem becomes one ``<file>: <field>: <problem>; fix: ...`` line."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        lines = []
+        for e in err.errors(include_url=False):
+            lines.extend(f"{shown}: {field}: {text}" for field, text in _describe(e, model))
+        raise ConfigError(lines) from None
 
 
 def load_environment(name_or_path: str | Path, config_dir: Path = CONFIG_DIR) -> Environment:
@@ -194,15 +210,16 @@ def load_environment(name_or_path: str | Path, config_dir: Path = CONFIG_DIR) ->
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml"):
         path = config_dir / f"{name_or_path}.yaml"
-    shown = _display(path)
-    data = _read_yaml(path, shown)
-    try:
-        env = Environment.model_validate(data)
-    except ValidationError as err:
-        lines = []
-        for e in err.errors(include_url=False):
-            lines.extend(f"{shown}: {field}: {text}" for field, text in _describe(e, Environment))
-        raise ConfigError(lines) from None
+    shown = display_path(path)
+    known = ", ".join(available_environments(path.parent)) or "none"
+    data = read_mapping(
+        path,
+        shown,
+        what="the environment's fields",
+        missing_fix=f"create it, or choose an existing environment ({known})",
+        first_field=f"name: {path.stem}",
+    )
+    env = validate_model(Environment, data, shown)
     if env.name != path.stem:
         raise ConfigError(
             [
@@ -216,7 +233,7 @@ def load_environments(names: Iterable[str] | None = None, config_dir: Path = CON
     """Load the named environments (all of them when ``names`` is None), collecting every problem."""
     names = list(names) if names is not None else available_environments(config_dir)
     if not names:
-        shown = _display(config_dir)
+        shown = display_path(config_dir)
         raise ConfigError([f"{shown}/: no environment files (*.yaml); fix: add {shown}/<env>.yaml"])
     envs: list[Environment] = []
     problems: list[str] = []
@@ -252,7 +269,7 @@ def platform_of(environments: Sequence[Environment], config_dir: Path = CONFIG_D
 
 
 def _validated(environments: dict[str, Environment], selected: tuple[str, ...], config_dir: Path) -> Platform:
-    shown = {name: _display(config_dir / f"{name}.yaml") for name in environments}
+    shown = {name: display_path(config_dir / f"{name}.yaml") for name in environments}
     problems = sharing_problems(environments, shown)
     if problems:
         raise ConfigError(problems)

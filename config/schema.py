@@ -34,6 +34,24 @@ RFC1918 = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12"
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 
 
+def aws_account_id(value: object) -> str:
+    """A 12-digit account id written as a string (a YAML number loses leading zeros)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise ValueError(
+            f'{value} is a number; fix: quote the 12-digit account id ("{value:012d}") so leading zeros survive'
+        )
+    if not isinstance(value, str) or not re.fullmatch(r"\d{12}", value):
+        raise ValueError(f"{value!r} is not an AWS account id; fix: write the 12-digit account id as a quoted string")
+    return value
+
+
+def aws_region(value: str) -> str:
+    """A region code such as us-east-1."""
+    if not _REGION.match(value):
+        raise ValueError(f"{value!r} is not an AWS region code; fix: use a code such as us-east-1 or eu-west-1")
+    return value
+
+
 class EgressMode(StrEnum):
     """How GPU subnets reach AWS APIs and the internet."""
 
@@ -158,22 +176,12 @@ class Environment(Strict):
     @field_validator("account", mode="before")
     @classmethod
     def _account(cls, value: object) -> str:
-        if isinstance(value, int) and not isinstance(value, bool):
-            raise ValueError(
-                f'{value} is a number; fix: quote the 12-digit account id ("{value:012d}") so leading zeros survive'
-            )
-        if not isinstance(value, str) or not re.fullmatch(r"\d{12}", value):
-            raise ValueError(
-                f"{value!r} is not an AWS account id; fix: write the 12-digit account id as a quoted string"
-            )
-        return value
+        return aws_account_id(value)
 
     @field_validator("region")
     @classmethod
     def _region(cls, value: str) -> str:
-        if not _REGION.match(value):
-            raise ValueError(f"{value!r} is not an AWS region code; fix: use a code such as us-east-1 or eu-west-1")
-        return value
+        return aws_region(value)
 
     @field_validator("tags")
     @classmethod

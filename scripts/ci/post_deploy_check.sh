@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The pipeline's post-deploy check of one environment (stacks/pipeline_stack.py):
+#
+#   scripts/ci/post_deploy_check.sh <env>
+#
+# runs scripts/check_environment.py <env> --json with credentials of the
+# environment's own account. CHECK_ROLE_ARN names the role to assume there: the
+# CDK bootstrap's lookup role (ReadOnlyAccess, kms:Decrypt denied), which
+# `cdk bootstrap --trust <tooling account>` lets the pipeline's account assume.
+# The CodeBuild project's own credentials are the source; botocore assumes the
+# role through a profile, so no secret passes through this script.
+#
+# The exit status is the check's: 0 every check passed, 1 a check failed,
+# 2 the checks could not run (wrong account, access denied, ...). Anything but 0
+# fails the pipeline action, and the next environment is not deployed.
+#
+# CHECK_PYTHON: a Python that already has boto3, pydantic and PyYAML (tests);
+# by default the pinned versions of requirements.txt are installed into a
+# throw-away virtual environment (the check needs neither the CDK nor Node.js).
+set -euo pipefail
+
+env_name="${1:?usage: scripts/ci/post_deploy_check.sh <env>}"
+role_arn="${CHECK_ROLE_ARN:?set CHECK_ROLE_ARN to the read-only role to assume in the account of the environment}"
+cd "$(dirname "$0")/../.."
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+python="${CHECK_PYTHON:-}"
+if [[ -z "$python" ]]; then
+    python3 -m venv "$work/venv"
+    grep -E '^(boto3|pydantic|PyYAML)==' requirements.txt >"$work/requirements.txt"
+    "$work/venv/bin/pip" install --quiet --disable-pip-version-check -r "$work/requirements.txt"
+    python="$work/venv/bin/python"
+fi
+
+# EcsContainer: the credentials CodeBuild serves to the build container.
+cat >"$work/aws-config" <<CONFIG
+[profile check]
+role_arn = ${role_arn}
+credential_source = EcsContainer
+role_session_name = gpu-platform-check-${env_name}
+CONFIG
+export AWS_CONFIG_FILE="$work/aws-config" AWS_PROFILE=check
+unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN
+
+status=0
+"$python" scripts/check_environment.py "$env_name" --json || status=$?
+exit "$status"

@@ -1,0 +1,66 @@
+"""The pipeline app (``cdk synth -c pipeline=true``), synthesized once per test session."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App
+from aws_cdk.assertions import Template
+
+import app as cdk_app
+from config.pipeline_schema import Pipeline, load_pipeline
+from stacks.compliance import FAIL_ON_FINDINGS
+from stacks.pipeline_stack import PIPELINE_STACK_NAME, PipelineStack
+from tests.synth import cdk_json_context
+
+
+@dataclass
+class PipelineSynth:
+    app: App
+    outdir: Path
+    config: Pipeline
+    stack: PipelineStack
+
+    @cached_property
+    def json(self) -> dict[str, Any]:
+        return json.loads((self.outdir / f"{PIPELINE_STACK_NAME}.template.json").read_text())
+
+    @cached_property
+    def template(self) -> Template:
+        return Template.from_json(self.json)
+
+    def resources(self, type_: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.json["Resources"].items() if v["Type"] == type_}
+
+    @cached_property
+    def stages(self) -> list[dict[str, Any]]:
+        (pipeline,) = self.resources("AWS::CodePipeline::Pipeline").values()
+        return pipeline["Properties"]["Stages"]
+
+    def stage(self, name: str) -> dict[str, Any]:
+        return next(s for s in self.stages if s["Name"] == name)
+
+    def project(self, logical_id_ref: dict[str, Any]) -> dict[str, Any]:
+        return self.json["Resources"][logical_id_ref["Ref"]]
+
+
+def synthesize_pipeline(outdir: Path) -> PipelineSynth:
+    """The pipeline app built by ``app.build`` from the context the CLI passes for ``-c pipeline=true``."""
+    context = cdk_json_context()
+    context.update({"pipeline": "true", FAIL_ON_FINDINGS: True})
+    app = App(context=context, outdir=str(outdir))
+    cdk_app.build(app)
+    app.synth()
+    stack = app.node.find_child(PIPELINE_STACK_NAME)
+    assert isinstance(stack, PipelineStack)
+    return PipelineSynth(app=app, outdir=outdir, config=load_pipeline(), stack=stack)
+
+
+@pytest.fixture(scope="session")
+def pipeline_synth(tmp_path_factory: pytest.TempPathFactory) -> PipelineSynth:
+    return synthesize_pipeline(tmp_path_factory.mktemp("pipeline.out"))

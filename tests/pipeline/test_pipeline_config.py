@@ -1,0 +1,209 @@
+"""Pipeline config mistakes give one exact, actionable line each, like an environment's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import config
+from config.loader import CONFIG_DIR
+from config.pipeline_schema import PIPELINE_FILE, load_pipeline
+
+SHOWN = str(PIPELINE_FILE)  # the tests run in the config folder they write
+ARN = "arn:aws:codeconnections:us-east-1:444444444444:connection/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+KEYS = "account, branch, connection_arn, manual_approval, promotion, region, repository, tags"
+
+
+def valid_pipeline() -> dict[str, Any]:
+    return yaml.safe_load((CONFIG_DIR / PIPELINE_FILE).read_text(encoding="utf-8"))
+
+
+def write_config(
+    folder: Path, data: dict[str, Any] | str, environments: tuple[str, ...] = ("dev", "staging", "prod")
+) -> Path:
+    for name in environments:
+        (folder / f"{name}.yaml").write_text(f"name: {name}\n", encoding="utf-8")
+    path = folder / PIPELINE_FILE
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def pipeline_error(folder: Path) -> list[str]:
+    with pytest.raises(config.ConfigError) as info:
+        load_pipeline(folder)
+    return info.value.lines
+
+
+CASES = [
+    pytest.param(
+        {"promotion": ["dev", "stage", "prod"]},
+        [
+            f"{SHOWN}: promotion[1]: 'stage' is not an environment; "
+            "fix: did you mean 'staging'? use one of dev, prod, staging (config/<env>.yaml)"
+        ],
+        id="promotion-unknown-environment",
+    ),
+    pytest.param(
+        {"promotion": ["dev", "staging", "dev"], "manual_approval": ["staging"]},
+        [f"{SHOWN}: promotion[2]: 'dev' is already listed at promotion[0]; fix: list each environment once"],
+        id="promotion-duplicate",
+    ),
+    pytest.param(
+        {"promotion": []},
+        [
+            f"{SHOWN}: promotion: [] is invalid: List should have at least 1 item after validation, not 0; fix: give at least 1 item(s)"
+        ],
+        id="promotion-empty",
+    ),
+    pytest.param(
+        {"manual_approval": ["production"]},
+        [f"{SHOWN}: manual_approval[0]: 'production' is not in promotion; fix: use one of dev, staging, prod"],
+        id="approval-not-promoted",
+    ),
+    pytest.param(
+        {"connection_arn": "arn:aws:codecommit:us-east-1:444444444444:gpu-platform"},
+        [
+            f"{SHOWN}: connection_arn: 'arn:aws:codecommit:us-east-1:444444444444:gpu-platform' is not a connection ARN; "
+            "fix: copy the ARN of an available GitHub connection (Developer Tools > Settings > Connections): "
+            "arn:aws:codeconnections:<region>:<account>:connection/<uuid>"
+        ],
+        id="arn-other-service",
+    ),
+    pytest.param(
+        {"connection_arn": ARN.replace("444444444444", "4444")},
+        [
+            f"{SHOWN}: connection_arn: '{ARN.replace('444444444444', '4444')}' is not a connection ARN; "
+            "fix: copy the ARN of an available GitHub connection (Developer Tools > Settings > Connections): "
+            "arn:aws:codeconnections:<region>:<account>:connection/<uuid>"
+        ],
+        id="arn-short-account",
+    ),
+    pytest.param(
+        {"connection_arn": ARN.removesuffix("4a5b")},
+        [
+            f"{SHOWN}: connection_arn: '{ARN.removesuffix('4a5b')}' is not a connection ARN; "
+            "fix: copy the ARN of an available GitHub connection (Developer Tools > Settings > Connections): "
+            "arn:aws:codeconnections:<region>:<account>:connection/<uuid>"
+        ],
+        id="arn-truncated-uuid",
+    ),
+    pytest.param(
+        {"account": "4444"},
+        [f"{SHOWN}: account: '4444' is not an AWS account id; fix: write the 12-digit account id as a quoted string"],
+        id="account-not-12-digits",
+    ),
+    pytest.param(
+        {"account": 444444444444},
+        [
+            f'{SHOWN}: account: 444444444444 is a number; fix: quote the 12-digit account id ("444444444444") so leading zeros survive'
+        ],
+        id="account-number",
+    ),
+    pytest.param(
+        {"region": "us-east"},
+        [f"{SHOWN}: region: 'us-east' is not an AWS region code; fix: use a code such as us-east-1 or eu-west-1"],
+        id="region",
+    ),
+    pytest.param(
+        {"repository": "gpu-platform"},
+        [
+            f"{SHOWN}: repository: 'gpu-platform' is not a GitHub repository; "
+            "fix: write it as owner/name, e.g. example-org/gpu-platform"
+        ],
+        id="repository-without-owner",
+    ),
+    pytest.param(
+        {"repository": "https://github.com/example-org/gpu-platform"},
+        [
+            f"{SHOWN}: repository: 'https://github.com/example-org/gpu-platform' is not a GitHub repository; "
+            "fix: write it as owner/name, e.g. example-org/gpu-platform"
+        ],
+        id="repository-url",
+    ),
+    pytest.param(
+        {"branch": "main branch"},
+        [f"{SHOWN}: branch: 'main branch' is not a branch name; fix: write the branch to deploy from, e.g. main"],
+        id="branch",
+    ),
+    pytest.param(
+        {"tags": {"Project": "gpu-platform"}},
+        [
+            f"{SHOWN}: tags: missing cost-allocation tag(s) Owner, CostCenter; "
+            "fix: add them (required: Project, Owner, CostCenter)"
+        ],
+        id="tags",
+    ),
+    pytest.param(
+        {"promotions": ["dev"]},
+        [f"{SHOWN}: promotions: unknown key; fix: did you mean 'promotion'? remove it or use one of {KEYS}"],
+        id="unknown-key",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "expected"), CASES)
+def test_invalid_pipeline_config_gives_exact_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, changes: dict[str, Any], expected: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path, {**valid_pipeline(), **changes})
+    assert pipeline_error(tmp_path) == expected
+
+
+def test_several_problems_give_one_line_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = {**valid_pipeline(), "repository": "gpu-platform", "promotion": ["dev", "dev"], "manual_approval": ["qa"]}
+    write_config(tmp_path, data)
+    assert pipeline_error(tmp_path) == [
+        f"{SHOWN}: repository: 'gpu-platform' is not a GitHub repository; fix: write it as owner/name, e.g. example-org/gpu-platform",
+    ]
+    data["repository"] = "example-org/gpu-platform"
+    write_config(tmp_path, data)
+    assert pipeline_error(tmp_path) == [
+        f"{SHOWN}: promotion[1]: 'dev' is already listed at promotion[0]; fix: list each environment once",
+        f"{SHOWN}: manual_approval[0]: 'qa' is not in promotion; fix: use one of dev",
+    ]
+
+
+def test_the_older_codestar_connections_arn_is_accepted(tmp_path: Path) -> None:
+    arn = ARN.replace("codeconnections", "codestar-connections")
+    write_config(tmp_path, {**valid_pipeline(), "connection_arn": arn})
+    assert load_pipeline(tmp_path).connection_arn == arn
+
+
+def test_missing_pipeline_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert pipeline_error(tmp_path) == [
+        f"{SHOWN}: file not found; fix: create it with the tooling account, region, connection_arn, repository, "
+        "branch and promotion (README: Pipeline)"
+    ]
+
+
+def test_empty_pipeline_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path, "")
+    assert pipeline_error(tmp_path) == [
+        f"{SHOWN}: (top level): the file is empty; fix: write the pipeline's fields, starting with 'account: <tooling account id>'"
+    ]
+
+
+def test_yaml_error_names_line_and_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path, "account: '444444444444'\npromotion: [dev, staging\n")
+    (line,) = pipeline_error(tmp_path)
+    assert line.startswith(f"{SHOWN}: line 3, column 1: YAML error: ")
+    assert line.endswith("; fix: correct the YAML syntax")
+
+
+def test_shipped_pipeline_config_loads_and_promotes_existing_environments() -> None:
+    pipeline = load_pipeline()
+    assert pipeline.promotion == ["dev", "staging", "prod"]
+    assert set(pipeline.promotion) <= set(config.available_environments())
+
+
+def test_the_pipeline_file_is_not_an_environment() -> None:
+    assert config.available_environments() == ["dev", "prod", "staging"]
