@@ -69,7 +69,7 @@ from config.loader import CONFIG_DIR  # noqa: E402
 from config.naming import ResourceNames  # noqa: E402
 
 #: The stacks every environment has (stacks/platform_stage.py); other ``<env>-*`` stacks are checked when present.
-REQUIRED_STACKS = ("Security", "Network", "Storage", "Image", "Fleets")
+REQUIRED_STACKS = ("Security", "Network", "Storage", "Image", "Fleets", "Monitoring")
 #: The stack PlatformStage adds when the config has a ``storage`` section.
 
 #: The only states of a stack whose last operation succeeded. UPDATE_ROLLBACK_COMPLETE

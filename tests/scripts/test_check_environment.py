@@ -46,8 +46,8 @@ FILE_SYSTEM = {
 }
 
 HEALTHY = [
-    "PASS stacks: dev-Fleets CREATE_COMPLETE, dev-Image CREATE_COMPLETE, dev-Network CREATE_COMPLETE, "
-    "dev-Security CREATE_COMPLETE, dev-Storage CREATE_COMPLETE",
+    "PASS stacks: dev-Fleets CREATE_COMPLETE, dev-Image CREATE_COMPLETE, dev-Monitoring CREATE_COMPLETE, "
+    "dev-Network CREATE_COMPLETE, dev-Security CREATE_COMPLETE, dev-Storage CREATE_COMPLETE",
     "PASS fleets: gpu-platform-dev-train min 1 max 4 desired 1",
     "PASS alarms: 0 of 1 alarm(s) named gpu-platform-dev-* in ALARM",
     f"PASS ami-parameter: /imagebuilder/gpu-platform/dev/ami/latest = {AMI} (aws:ec2:image)",
@@ -109,7 +109,15 @@ def deployed(script: ModuleType, session: boto3.Session, monkeypatch: pytest.Mon
     # moto's FSx reports no Lifecycle: the one call that lists file systems answers an AVAILABLE one.
     monkeypatch.setattr(script, "list_file_systems", lambda _: [FILE_SYSTEM])
     cfn = session.client("cloudformation")
-    for name in ("dev-Security", "dev-Network", "dev-Storage", "dev-Image", "dev-Fleets", "dev-2-Network"):
+    for name in (
+        "dev-Security",
+        "dev-Network",
+        "dev-Storage",
+        "dev-Image",
+        "dev-Fleets",
+        "dev-Monitoring",
+        "dev-2-Network",
+    ):
         cfn.create_stack(StackName=name, TemplateBody=TEMPLATE)
     set_stack_status("dev-2-Network", "UPDATE_ROLLBACK_COMPLETE")
 
@@ -437,7 +445,14 @@ def test_no_file_system_fails_only_where_the_config_declares_one(script, expecte
 
 
 def test_expectations_follow_the_config(script, expected) -> None:
-    assert expected.required_stacks == ("dev-Security", "dev-Network", "dev-Storage", "dev-Image", "dev-Fleets")
+    assert expected.required_stacks == (
+        "dev-Security",
+        "dev-Network",
+        "dev-Storage",
+        "dev-Image",
+        "dev-Fleets",
+        "dev-Monitoring",
+    )
     assert expected.file_system_expected
     assert expected.foreign_prefixes == ("dev-2-", "gpu-platform-dev-2-")
     assert (expected.ami_parameter, expected.trail_name) == (
