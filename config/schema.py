@@ -186,11 +186,14 @@ class Environment(Strict):
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: dict[str, str]) -> dict[str, str]:
-        missing = [t for t in REQUIRED_TAGS if not value.get(t)]
+        missing = [t for t in REQUIRED_TAGS if t not in value]
         if missing:
             raise ValueError(
                 f"missing cost-allocation tag(s) {', '.join(missing)}; fix: add them (required: {', '.join(REQUIRED_TAGS)})"
             )
+        empty = [t for t in REQUIRED_TAGS if not str(value[t]).strip()]
+        if empty:
+            raise ValueError(f"cost-allocation tag(s) {', '.join(empty)} are empty; fix: give each a value")
         return value
 
     @model_validator(mode="after")

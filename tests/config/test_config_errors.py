@@ -591,3 +591,13 @@ def test_cross_field_problems_are_all_reported(tmp_path: Path, monkeypatch: pyte
         "fix: use a zone name such as us-east-1a",
         "dev.yaml: tags.Environment: 'prod' differs from the environment name 'dev'; fix: set it to 'dev'",
     ]
+
+
+def test_an_empty_cost_allocation_tag_is_named_as_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = valid_dev()
+    data["tags"]["Owner"] = "  "
+    write_env(tmp_path, "dev", data)
+    assert load_error("dev", tmp_path) == [
+        "dev.yaml: tags: cost-allocation tag(s) Owner are empty; fix: give each a value"
+    ]
