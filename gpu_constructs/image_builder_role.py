@@ -10,21 +10,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from gpu_constructs.acknowledge import acknowledge
+from gpu_constructs.iam_actions import SSM_AGENT_CHANNELS
 from gpu_constructs.image_component import ImageComponent
-
-#: Session Manager/Run Command channel calls: they have no resource types.
-_AGENT_CHANNELS = [
-    "ssmmessages:CreateControlChannel",
-    "ssmmessages:CreateDataChannel",
-    "ssmmessages:OpenControlChannel",
-    "ssmmessages:OpenDataChannel",
-    "ec2messages:AcknowledgeMessage",
-    "ec2messages:DeleteMessage",
-    "ec2messages:FailMessage",
-    "ec2messages:GetEndpoint",
-    "ec2messages:GetMessages",
-    "ec2messages:SendReply",
-]
 
 
 @dataclass(frozen=True)
@@ -83,7 +70,7 @@ class ImageBuilderInstanceRole(Construct):
             "Agent",
             iam.PolicyStatement(
                 sid="CommandChannels",
-                actions=_AGENT_CHANNELS,
+                actions=list(SSM_AGENT_CHANNELS),
                 resources=["*"],
                 conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
             ),

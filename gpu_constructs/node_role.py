@@ -10,6 +10,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from gpu_constructs.acknowledge import acknowledge
+from gpu_constructs.iam_actions import SSM_AGENT_CHANNELS
 
 DATASETS_PREFIX = "datasets/"
 CHECKPOINTS_PREFIX = "checkpoints/"
@@ -68,18 +69,7 @@ class GpuNodeRole(Construct):
             "SessionManager",
             iam.PolicyStatement(
                 sid="SessionChannels",
-                actions=[
-                    "ssmmessages:CreateControlChannel",
-                    "ssmmessages:CreateDataChannel",
-                    "ssmmessages:OpenControlChannel",
-                    "ssmmessages:OpenDataChannel",
-                    "ec2messages:AcknowledgeMessage",
-                    "ec2messages:DeleteMessage",
-                    "ec2messages:FailMessage",
-                    "ec2messages:GetEndpoint",
-                    "ec2messages:GetMessages",
-                    "ec2messages:SendReply",
-                ],
+                actions=list(SSM_AGENT_CHANNELS),
                 resources=["*"],
                 conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
             ),

@@ -10,6 +10,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from gpu_constructs.acknowledge import acknowledge
+from gpu_constructs.iam_actions import SSM_AGENT_CHANNELS
 
 #: The most any role of the platform may ever do, by service. A role's own
 #: policies grant a subset of this; the boundary stops a widened role policy or a
@@ -22,16 +23,7 @@ BOUNDARY_ACTIONS = [
     "ssm:GetParameter",
     "ssm:GetParameters",
     "ssm:GetParametersByPath",
-    "ssmmessages:CreateControlChannel",
-    "ssmmessages:CreateDataChannel",
-    "ssmmessages:OpenControlChannel",
-    "ssmmessages:OpenDataChannel",
-    "ec2messages:AcknowledgeMessage",
-    "ec2messages:DeleteMessage",
-    "ec2messages:FailMessage",
-    "ec2messages:GetEndpoint",
-    "ec2messages:GetMessages",
-    "ec2messages:SendReply",
+    *SSM_AGENT_CHANNELS,
     # logs and metrics
     "logs:CreateLogGroup",
     "logs:CreateLogStream",
