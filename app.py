@@ -21,7 +21,6 @@ from config import ConfigError, Environment, Platform, load_platform
 from config.loader import CONFIG_DIR, platform_of
 from config.pipeline_schema import Pipeline, load_pipeline, pinned_cdk_cli_version
 from stacks.compliance import FAIL_ON_FINDINGS, enforce_rule_packs
-from stacks.pipeline_stack import PipelineStack
 from stacks.platform_stage import PlatformStage
 
 ROOT = Path(__file__).resolve().parent
@@ -43,6 +42,10 @@ def add_platform(app: App, environments: Sequence[Environment], *, platform: Pla
 
 def add_pipeline(app: App, pipeline: Pipeline, platform: Platform) -> App:
     """Add the pipeline stack (its environments' stages beside it) to ``app`` and enforce the rule packs on it."""
+    # Imported here: CDK Pipelines loads the AWS CLI asset library (about half a second), which
+    # an environment synth does not need.
+    from stacks.pipeline_stack import PipelineStack
+
     PipelineStack(
         app,
         config=pipeline,
