@@ -23,11 +23,13 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl
 
 import boto3
+
+from tests.node.helpers import LoopbackServer
 
 AUTOSCALING_XMLNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
 LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
@@ -141,21 +143,13 @@ class LifecycleFleet:
 
 
 @dataclass
-class FakeAws:
+class FakeAws(LoopbackServer):
     """The endpoint: Auto Scaling (query protocol) through a LifecycleFleet, CloudWatch recorded."""
 
     fleet: LifecycleFleet
     calls: list[dict[str, str]] = field(default_factory=list)
     cloudwatch_calls: list[tuple[str, bytes]] = field(default_factory=list)
     fail: dict[str, ApiError] = field(default_factory=dict)
-    _server: ThreadingHTTPServer | None = None
-    _thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
 
     def reset(self) -> None:
         """Forget the calls and failures, reset the fleet (for an endpoint shared by several tests)."""
@@ -177,26 +171,6 @@ class FakeAws:
             "AWS_EC2_METADATA_DISABLED": "true",
             "AWS_MAX_ATTEMPTS": "1",
         }
-
-    def start(self) -> FakeAws:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeAws:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- request handling --
 

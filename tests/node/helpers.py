@@ -11,6 +11,7 @@ import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = ROOT / "scripts" / "node"
@@ -24,7 +25,46 @@ TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"  # noqa: S105 - a header name
 
 
-class FakeImds:
+class LoopbackServer:
+    """An HTTP server of the test's own on 127.0.0.1 (ephemeral port), in a daemon thread.
+
+    Subclasses give ``_handler_class()``; ``with Sub(...) as server:`` starts and stops it.
+    """
+
+    _server: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> Self:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class FakeImds(LoopbackServer):
     """IMDSv2 on 127.0.0.1 (ephemeral port): PUT a token, GET with it; 401 for a missing or
     expired token, 404 for a path that was not set. Counts what it answered."""
 
@@ -36,8 +76,6 @@ class FakeImds:
         self.ttl_headers: list[str] = []
         self.unauthorized = 0
         self.gets: list[tuple[str, int]] = []
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- control from the test --
 
@@ -52,32 +90,6 @@ class FakeImds:
     def expire_tokens(self) -> None:
         with self._lock:
             self._tokens.clear()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakeImds:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeImds:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- request handling --
 
