@@ -37,11 +37,11 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from imds_client import DEFAULT_IMDS_URL, DEFAULT_TOKEN_TTL_S, ImdsClient, ImdsError
 from lifecycle import CONTINUE, LifecycleError, LifecycleHook, autoscaling_client
+from service_runtime import configure_logging, install_stop_handlers
 
 LOG = logging.getLogger("lifecycle-watcher")
 
@@ -254,30 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_logging() -> None:
-    if LOG.handlers:
-        return
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("lifecycle-watcher: %(levelname)s %(message)s"))
-    LOG.addHandler(handler)
-    LOG.setLevel(logging.INFO)
-
-
-def install_stop_handlers(stop: threading.Event) -> None:
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        LOG.info("received %s", signal.Signals(signum).name)
-        stop.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _stop)
-
-
 def main(
     argv: list[str] | None = None,
     stop: threading.Event | None = None,
     client_factory: Callable[[], Any] | None = None,
 ) -> int:
-    configure_logging()
+    configure_logging(LOG)
     args = build_parser().parse_args(argv)
     try:
         imds = ImdsClient(args.imds_url, token_ttl_s=args.token_ttl, timeout_s=args.imds_timeout)
@@ -297,7 +279,7 @@ def main(
         return EXIT_USAGE
     if stop is None:
         stop = threading.Event()
-        install_stop_handlers(stop)
+        install_stop_handlers(stop, LOG)
     LOG.info(
         "watching %s%s every %g s for %s; hook: %s",
         args.imds_url,

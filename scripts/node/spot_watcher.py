@@ -27,17 +27,16 @@ import json
 import logging
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from imds_client import DEFAULT_IMDS_URL, DEFAULT_TOKEN_TTL_S, ImdsClient, ImdsError
+from service_runtime import configure_logging, install_stop_handlers
 
 LOG = logging.getLogger("spot-watcher")
 
@@ -190,26 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_logging() -> None:
-    if LOG.handlers:
-        return
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("spot-watcher: %(levelname)s %(message)s"))
-    LOG.addHandler(handler)
-    LOG.setLevel(logging.INFO)
-
-
-def install_stop_handlers(stop: threading.Event) -> None:
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        LOG.info("received %s", signal.Signals(signum).name)
-        stop.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _stop)
-
-
 def main(argv: list[str] | None = None, stop: threading.Event | None = None) -> int:
-    configure_logging()
+    configure_logging(LOG)
     args = build_parser().parse_args(argv)
     try:
         imds = ImdsClient(args.imds_url, token_ttl_s=args.token_ttl, timeout_s=args.imds_timeout)
@@ -219,7 +200,7 @@ def main(argv: list[str] | None = None, stop: threading.Event | None = None) -> 
         return 2
     if stop is None:
         stop = threading.Event()
-        install_stop_handlers(stop)
+        install_stop_handlers(stop, LOG)
     LOG.info("watching %s every %g s; hook: %s", args.imds_url, args.interval, args.hook)
     watcher = SpotWatcher(imds, hook, keep_watching=args.keep_watching)
     return watcher.run(args.interval, max_polls=args.max_polls, stop=stop)
