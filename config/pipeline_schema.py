@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config.base import Strict
 from config.loader import CONFIG_DIR, ConfigError, available_environments, display_path, read_mapping, validate_model
-from config.schema import aws_account_id, aws_region
+from config.schema import AccountId, Region
 
 #: Where the pipeline's file lies, relative to the config folder.
 PIPELINE_FILE = Path("pipeline") / "pipeline.yaml"
@@ -36,24 +36,14 @@ _BRANCH = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)[A-Za-z0-9._/-]+(?<!/)(?<!\.lock)
 class Pipeline(Strict):
     """The GitOps pipeline: the tooling account it runs in, the repository it watches, the promotion order."""
 
-    account: str
-    region: str
+    account: AccountId
+    region: Region
     connection_arn: str
     repository: str
     branch: str
     promotion: Annotated[list[str], Field(min_length=1)]
     manual_approval: list[str] = Field(default_factory=list)
     tags: dict[str, str]
-
-    @field_validator("account", mode="before")
-    @classmethod
-    def _account(cls, value: object) -> str:
-        return aws_account_id(value)
-
-    @field_validator("region")
-    @classmethod
-    def _region(cls, value: str) -> str:
-        return aws_region(value)
 
     @field_validator("connection_arn")
     @classmethod

@@ -11,7 +11,7 @@ import re
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from config.alarms import Alarms
 from config.base import ENV_NAME, Strict
@@ -50,6 +50,12 @@ def aws_region(value: str) -> str:
     if not _REGION.match(value):
         raise ValueError(f"{value!r} is not an AWS region code; fix: use a code such as us-east-1 or eu-west-1")
     return value
+
+
+#: An account id field: a quoted 12-digit string (``aws_account_id``).
+AccountId = Annotated[str, BeforeValidator(aws_account_id)]
+#: A region field (``aws_region``).
+Region = Annotated[str, AfterValidator(aws_region)]
 
 
 class EgressMode(StrEnum):
@@ -150,8 +156,8 @@ class Environment(Strict):
     """One deployment environment (dev, staging, prod), as its YAML file describes it."""
 
     name: str
-    account: str
-    region: str
+    account: AccountId
+    region: Region
     availability_zones: Annotated[list[str], Field(min_length=1, max_length=6)]
     protect_stateful_resources: bool = False
     network: Network
@@ -172,16 +178,6 @@ class Environment(Strict):
                 f"{value!r} is not a valid environment name; fix: 2-16 characters, lowercase letters, digits and '-', starting with a letter"
             )
         return value
-
-    @field_validator("account", mode="before")
-    @classmethod
-    def _account(cls, value: object) -> str:
-        return aws_account_id(value)
-
-    @field_validator("region")
-    @classmethod
-    def _region(cls, value: str) -> str:
-        return aws_region(value)
 
     @field_validator("tags")
     @classmethod
