@@ -31,8 +31,18 @@ class ConfigError(Exception):
         super().__init__("\n".join(self.lines))
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+#: PyYAML's safe loader on libyaml (the PyYAML wheels bundle it): about ten times faster than the
+#: pure-Python one; the same loader without libyaml.
+FAST_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def safe_load(text: str) -> Any:
+    """``yaml.safe_load`` on the fast safe loader."""
+    return yaml.load(text, Loader=FAST_SAFE_LOADER)  # noqa: S506 - a safe loader
+
+
+class _UniqueKeyLoader(FAST_SAFE_LOADER):
+    """A safe loader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
 
 
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from aws_cdk import CfnResource, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
@@ -17,6 +16,7 @@ from constructs import Construct
 from config import Environment, ImageSharing
 from config.catalog import get_instance_type
 from config.image import COMPONENTS
+from config.loader import safe_load
 from config.naming import ResourceNames
 from config.sharing import DISTRIBUTION_ROLE_NAME
 from gpu_constructs.hardened_bucket import HardenedBucket, log_lifecycle
@@ -256,7 +256,7 @@ class ImageStack(PlatformStack):
 def _document(key: str) -> dict[str, str]:
     """Description and inline document of one component file (its opening comment block left out)."""
     text = COMPONENTS.component_path(key).read_text(encoding="utf-8")
-    return {"description": yaml.safe_load(text)["description"], "document": strip_leading_comments(text)}
+    return {"description": safe_load(text)["description"], "document": strip_leading_comments(text)}
 
 
 def _first_subnet(vpc: ec2.IVpc, selection: ec2.SubnetSelection) -> str:

@@ -358,13 +358,15 @@ def _tab_on_second_line(text: str) -> str:
 TEXT_CASES = [
     pytest.param(
         _break_first_line,
-        ["dev.yaml: line 1, column 10: YAML error: mapping values are not allowed here; fix: correct the YAML syntax"],
+        [
+            "dev.yaml: line 1, column 10: YAML error: mapping values are not allowed in this context; fix: correct the YAML syntax"
+        ],
         id="yaml-syntax-error",
     ),
     pytest.param(
         _tab_on_second_line,
         [
-            "dev.yaml: line 2, column 1: YAML error: found character '\\t' that cannot start any token; "
+            "dev.yaml: line 2, column 1: YAML error: found a tab character that violates indentation; "
             "fix: correct the YAML syntax"
         ],
         id="yaml-tab-indent",
