@@ -63,13 +63,16 @@ bench: setup
 	$(PY) scripts/bench_synth.py
 
 ## diff / deploy one environment from a laptop with credentials: make deploy ENV=dev
+## Both synthesize and lint the environment first, then work from that cloud assembly (cdk.out/).
 diff: setup
 	@test -n "$(ENV)" || { echo "usage: make diff ENV=<dev|staging|prod>" >&2; exit 2; }
-	$(CDK) diff -c env=$(ENV) '$(ENV)/*'
+	$(MAKE) --no-print-directory synth ENV=$(ENV)
+	$(CDK) diff --app cdk.out '$(ENV)/*'
 
 deploy: setup
 	@test -n "$(ENV)" || { echo "usage: make deploy ENV=<dev|staging|prod>" >&2; exit 2; }
-	$(CDK) deploy -c env=$(ENV) '$(ENV)/*' --require-approval broadening
+	$(MAKE) --no-print-directory synth ENV=$(ENV)
+	$(CDK) deploy --app cdk.out '$(ENV)/*' --require-approval broadening
 
 clean:
 	rm -rf cdk.out .pytest_cache

@@ -20,7 +20,7 @@ from aws_cdk import App
 from config import ConfigError, Environment, Platform, load_platform
 from config.loader import CONFIG_DIR, platform_of
 from config.pipeline_schema import Pipeline, load_pipeline, pinned_cdk_cli_version
-from stacks.compliance import FAIL_ON_FINDINGS, enforce_rule_packs
+from stacks.compliance import FAIL_ON_FINDINGS, enforce_rule_packs, platform_app
 from stacks.platform_stage import PlatformStage
 
 ROOT = Path(__file__).resolve().parent
@@ -90,7 +90,7 @@ def build(app: App) -> App:
 
 
 def main() -> int:
-    app = App()  # the CLI passes cdk.json's context, -c values and the output folder
+    app = platform_app()  # the CLI passes cdk.json's context, -c values and the output folder
     # The CLI asks the app not to fail on rule findings; this project's synth must.
     app.node.set_context(FAIL_ON_FINDINGS, True)
     try:

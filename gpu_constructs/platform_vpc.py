@@ -88,12 +88,6 @@ class PlatformVpc(Construct):
             },
         )
         self.gpu_subnets = ec2.SubnetSelection(subnet_group_name=GPU_SUBNET_GROUP)
-        acknowledge(
-            self.vpc,
-            "CloudFormation-Validate::W3010",
-            "Availability zones are explicit in config/<env>.yaml by design: synth makes no context lookups, "
-            "and the EFA fleet and FSx file system must share one known zone.",
-        )
         for subnet in self.vpc.public_subnets:
             acknowledge(
                 subnet.node.find_child("DefaultRoute"),

@@ -13,7 +13,7 @@ from aws_cdk.assertions import Template
 
 from app import add_platform
 from config import Environment, load_platform
-from stacks.compliance import FAIL_ON_FINDINGS
+from stacks.compliance import FAIL_ON_FINDINGS, platform_app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,7 +71,7 @@ def synthesize(outdir: Path) -> Synth:
     environments = platform.selected_environments
     context = cdk_json_context()
     context[FAIL_ON_FINDINGS] = True
-    app = App(context=context, outdir=str(outdir))
+    app = platform_app(context=context, outdir=str(outdir))
     add_platform(app, environments, platform=platform).synth()
     return collect_stacks(app, outdir, environments)
 

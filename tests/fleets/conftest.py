@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from aws_cdk import App
 
 from app import add_platform
 from config import load_environment
 from config.loader import CONFIG_DIR
-from stacks.compliance import FAIL_ON_FINDINGS
+from stacks.compliance import FAIL_ON_FINDINGS, platform_app
 from tests.synth import StackTemplate, Synth, cdk_json_context, collect_stacks
 
 EXTRA_FLEETS = [
@@ -89,7 +88,7 @@ def fleet_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     outdir = tmp_path_factory.mktemp("fleet-cdk.out")
     context = cdk_json_context()
     context[FAIL_ON_FINDINGS] = True
-    app = App(context=context, outdir=str(outdir))
+    app = platform_app(context=context, outdir=str(outdir))
     add_platform(app, [env]).synth()
     return collect_stacks(app, Path(outdir), [env])
 

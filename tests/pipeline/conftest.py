@@ -14,7 +14,7 @@ from aws_cdk.assertions import Template
 
 import app as cdk_app
 from config.pipeline_schema import Pipeline, load_pipeline
-from stacks.compliance import FAIL_ON_FINDINGS
+from stacks.compliance import FAIL_ON_FINDINGS, platform_app
 from stacks.pipeline_stack import PIPELINE_STACK_NAME, PipelineStack
 from tests.synth import cdk_json_context
 
@@ -53,7 +53,7 @@ def synthesize_pipeline(outdir: Path) -> PipelineSynth:
     """The pipeline app built by ``app.build`` from the context the CLI passes for ``-c pipeline=true``."""
     context = cdk_json_context()
     context.update({"pipeline": "true", FAIL_ON_FINDINGS: True})
-    app = App(context=context, outdir=str(outdir))
+    app = platform_app(context=context, outdir=str(outdir))
     cdk_app.build(app)
     app.synth()
     stack = app.node.find_child(PIPELINE_STACK_NAME)

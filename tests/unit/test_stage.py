@@ -59,6 +59,13 @@ def test_rule_packs_find_nothing_unacknowledged(synth: Synth) -> None:
         ]
 
 
+def test_cdks_builtin_template_validator_is_off(synth: Synth) -> None:
+    """cfn-lint is the one template validator (tests/test_cli_synth.py). CDK's own port of its rules
+    would report the explicit zones of the subnets (W3010, which cfn-lint leaves out for CDK
+    templates); passing rule packs report nothing, so the report is empty."""
+    assert synth.validation_report()["pluginReports"] == []
+
+
 def test_a_finding_fails_synth(tmp_path) -> None:
     """The packs are enforced: an unencrypted, unlogged bucket stops the synth."""
     app = App(context={FAIL_ON_FINDINGS: True}, outdir=str(tmp_path))
