@@ -59,7 +59,7 @@ class PlatformStage(Stage):
             fsx_dns_name=self.storage.lustre.file_system.dns_name,
             fsx_mount_name=self.storage.lustre.file_system.mount_name,
         )
-        self.fleets.add_dependency(self.image)  # the AMI parameter must exist before fleets resolve it
+        self.fleets.add_stack_dependency(self.image, "the fleets resolve the AMI parameter the image stack writes")
         self.monitoring = MonitoringStack(
             self,
             "Monitoring",

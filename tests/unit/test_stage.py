@@ -21,6 +21,12 @@ def test_stacks_are_named_env_dash_stack(synth: Synth) -> None:
 
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_fleets_deploy_after_the_image_stack_that_writes_their_ami_parameter(synth: Synth, env: str) -> None:
+    image_artifact = synth.stack(env, "Image").path.stem.removesuffix(".template")
+    assert image_artifact in synth.stack(env, "Fleets").manifest["dependencies"]
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
 def test_termination_protection_on_stateful_stacks_where_configured(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     assert cfg.protect_stateful_resources is (env == "prod")
