@@ -26,13 +26,17 @@ cloudformation:DescribeStacks, autoscaling:DescribeAutoScalingGroups,
 cloudwatch:DescribeAlarms, ssm:GetParameter, fsx:DescribeFileSystems,
 cloudtrail:GetTrailStatus.
 
-Fleets: ``fleet_expectations`` reads ``env.fleets`` (each fleet's ``name`` and
-``capacity.min/max/desired``) and expects one Auto Scaling group per fleet named
-``ResourceNames.asg_name_prefix + fleet.name``, with that capacity (desired only
-where the config sets it); a group with the prefix that is no configured fleet is
-a failure (a leftover of a removed fleet still costs money). Where the schema has
-no ``fleets`` (older configs), the check reports the groups it sees and expects
-nothing.
+Fleets: ``fleet_expectations`` reads ``env.fleets`` (each fleet's ``name``,
+``capacity.min/max/desired``, ``scaling`` and ``capacity_block``) and expects one
+Auto Scaling group per fleet named ``ResourceNames.asg_name_prefix + fleet.name``,
+with the sizes the fleet can have between two deploys: the configured min and max
+or those of one of its scheduled actions (a Capacity Block fleet: 0 outside its
+window, its size inside), and the configured desired capacity only where nothing
+moves it (no scaling policy, no schedule, no block); otherwise any desired
+capacity between min and max. A group with the prefix that is no configured fleet
+is a failure (a leftover of a removed fleet still costs money). Where the schema
+has no ``fleets`` (older configs), the check reports the groups it sees and
+expects nothing.
 
 File systems are found by tags (``Environment`` and ``Project``, which the stacks
 propagate) or by a Name tag with the environment's prefix; where the config
@@ -100,7 +104,8 @@ class FleetCapacity(Protocol):
 
 
 class FleetConfig(Protocol):
-    """What the check needs of a fleet in the config (``config.fleets.Fleet`` provides it)."""
+    """What the check needs of a fleet in the config (``config.fleets.Fleet`` provides it; ``scaling``
+    and ``capacity_block`` are read where present)."""
 
     name: str
     capacity: FleetCapacity
@@ -108,16 +113,34 @@ class FleetConfig(Protocol):
 
 @dataclass(frozen=True)
 class FleetExpectation:
-    """The capacity one fleet's Auto Scaling group must have; ``desired`` None: any value between min and max."""
+    """The capacity one fleet's Auto Scaling group may have between two deploys.
+
+    ``min_size``/``max_size`` as deployed, or as one of ``scheduled`` sets them (``(min, max)`` of
+    a scheduled action; None where the action leaves that bound alone); ``desired`` None: any
+    value between the group's min and max (scaling policies and schedules move it).
+    """
 
     group: str
     min_size: int
     max_size: int
     desired: int | None = None
+    scheduled: tuple[tuple[int | None, int | None], ...] = ()
+
+    def allows(self, min_size: int, max_size: int, desired: int) -> bool:
+        mins = {self.min_size, *(lo for lo, _ in self.scheduled if lo is not None)}
+        maxes = {self.max_size, *(hi for _, hi in self.scheduled if hi is not None)}
+        in_bounds = min_size <= desired <= max_size if self.desired is None else desired == self.desired
+        return min_size in mins and max_size in maxes and in_bounds
 
     def describe(self) -> str:
         text = f"min {self.min_size} max {self.max_size}"
-        return text if self.desired is None else f"{text} desired {self.desired}"
+        if self.desired is not None:
+            text += f" desired {self.desired}"
+        for lo, hi in self.scheduled:
+            text += (
+                " or scheduled" + (f" min {lo}" if lo is not None else "") + (f" max {hi}" if hi is not None else "")
+            )
+        return text
 
 
 @dataclass(frozen=True)
@@ -171,14 +194,23 @@ def fleet_expectations(env: Any, names: ResourceNames) -> tuple[FleetExpectation
     fleets: Iterable[FleetConfig] | None = getattr(env, "fleets", None)
     if fleets is None:
         return None
-    return tuple(
-        FleetExpectation(
-            group=f"{names.asg_name_prefix}{fleet.name}",
-            min_size=fleet.capacity.min,
-            max_size=fleet.capacity.max,
-            desired=fleet.capacity.desired,
-        )
-        for fleet in fleets
+    return tuple(_fleet_expectation(f"{names.asg_name_prefix}{fleet.name}", fleet) for fleet in fleets)
+
+
+def _fleet_expectation(group: str, fleet: FleetConfig) -> FleetExpectation:
+    capacity = fleet.capacity
+    if getattr(fleet, "capacity_block", None) is not None:
+        # Empty outside the block's window; its scheduled actions size it to max for the window.
+        return FleetExpectation(group, 0, 0, scheduled=((capacity.max, capacity.max),))
+    scaling = getattr(fleet, "scaling", None)
+    schedules = tuple(getattr(scaling, "schedules", None) or ())
+    moved = schedules or getattr(scaling, "target_tracking", None) or getattr(scaling, "step", None)
+    return FleetExpectation(
+        group,
+        capacity.min,
+        capacity.max,
+        desired=None if moved else capacity.desired,
+        scheduled=tuple((action.min, action.max) for action in schedules),
     )
 
 
@@ -311,9 +343,7 @@ def _capacity(group: Mapping[str, Any]) -> str:
 def _fleet_problem(expected: FleetExpectation, group: Mapping[str, Any] | None) -> str | None:
     if group is None:
         return f"{expected.group} missing"
-    matches = (group["MinSize"], group["MaxSize"]) == (expected.min_size, expected.max_size) and (
-        expected.desired is None or group["DesiredCapacity"] == expected.desired
-    )
+    matches = expected.allows(group["MinSize"], group["MaxSize"], group["DesiredCapacity"])
     return None if matches else f"{expected.group} {_capacity(group)}, expected {expected.describe()}"
 
 

@@ -243,9 +243,9 @@ BREAKAGES: dict[str, tuple[Callable[[boto3.Session], Any], str]] = {
     ),
     "fleet resized by hand": (
         lambda s: s.client("autoscaling").update_auto_scaling_group(
-            AutoScalingGroupName="gpu-platform-dev-train", MinSize=0, DesiredCapacity=0
+            AutoScalingGroupName="gpu-platform-dev-train", MaxSize=8
         ),
-        "FAIL fleets: gpu-platform-dev-train min 0 max 4 desired 0, expected min 1 max 4 desired 1",
+        "FAIL fleets: gpu-platform-dev-train min 1 max 8 desired 1, expected min 1 max 4 or scheduled min 0 max 4",
     ),
     "fleet group missing": (
         lambda s: s.client("autoscaling").delete_auto_scaling_group(
@@ -312,14 +312,70 @@ def expected(script, config_dir) -> Any:
 
 
 def test_fleet_expectations_come_from_the_fleets_section(script, config_dir) -> None:
+    """dev's fleet scales by steps and has a night schedule (min 0 max 4 desired 0): its desired
+    capacity is whatever scaling made it, its bounds the configured ones or the schedule's."""
     env = load_environment("dev", config_dir)
     names = script.ResourceNames.of(env)
-    assert script.fleet_expectations(env, names) == (script.FleetExpectation("gpu-platform-dev-train", 1, 4, 1),)
-    scaled = SimpleNamespace(
-        fleets=[SimpleNamespace(name="infer", capacity=SimpleNamespace(min=0, max=8, desired=None))]
+    assert script.fleet_expectations(env, names) == (
+        script.FleetExpectation("gpu-platform-dev-train", 1, 4, None, scheduled=((0, 4),)),
     )
-    assert script.fleet_expectations(scaled, names) == (script.FleetExpectation("gpu-platform-dev-infer", 0, 8, None),)
     assert script.fleet_expectations(SimpleNamespace(name="dev"), names) is None  # a schema without fleets
+
+
+def _fleet(name: str, low: int, high: int, desired: int | None, **more: Any) -> SimpleNamespace:
+    return SimpleNamespace(name=name, capacity=SimpleNamespace(min=low, max=high, desired=desired), **more)
+
+
+@pytest.mark.parametrize(
+    ("fleet", "expectation"),
+    [
+        pytest.param(_fleet("infer", 0, 8, None), ("gpu-platform-dev-infer", 0, 8, None), id="no-desired"),
+        pytest.param(_fleet("infer", 1, 8, 2, scaling=None), ("gpu-platform-dev-infer", 1, 8, 2), id="fixed-size"),
+        pytest.param(
+            _fleet("infer", 1, 8, 2, scaling=SimpleNamespace(target_tracking=object(), step=None, schedules=[])),
+            ("gpu-platform-dev-infer", 1, 8, None),
+            id="target-tracking-moves-desired",
+        ),
+        pytest.param(
+            _fleet(
+                "infer",
+                1,
+                8,
+                2,
+                scaling=SimpleNamespace(
+                    target_tracking=None,
+                    step=None,
+                    schedules=[SimpleNamespace(min=None, max=2, desired=None), SimpleNamespace(min=3, max=None)],
+                ),
+            ),
+            ("gpu-platform-dev-infer", 1, 8, None, ((None, 2), (3, None))),
+            id="schedules",
+        ),
+        pytest.param(
+            _fleet("block", 4, 4, None, capacity_block=object()),
+            ("gpu-platform-dev-block", 0, 0, None, ((4, 4),)),
+            id="capacity-block",
+        ),
+    ],
+)
+def test_fleet_expectation_per_kind_of_fleet(script, config_dir, fleet, expectation) -> None:
+    names = script.ResourceNames.of(load_environment("dev", config_dir))
+    assert script.fleet_expectations(SimpleNamespace(fleets=[fleet]), names) == (script.FleetExpectation(*expectation),)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "allowed"),
+    [
+        ((1, 4, 3), True),  # scaled out
+        ((0, 4, 0), True),  # the night schedule
+        ((0, 4, 5), False),  # desired above max: Auto Scaling refuses it, and so does the check
+        ((0, 8, 0), False),  # max set by hand
+        ((2, 4, 2), False),  # min set by hand
+    ],
+)
+def test_a_scaled_and_scheduled_fleet_allows_what_scaling_and_schedules_do(script, sizes, allowed) -> None:
+    expectation = script.FleetExpectation("g", 1, 4, None, scheduled=((0, 4),))
+    assert expectation.allows(*sizes) is allowed
 
 
 @pytest.mark.parametrize(
