@@ -10,7 +10,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from gpu_constructs.acknowledge import acknowledge
-from gpu_constructs.iam_actions import SSM_AGENT_CHANNELS
+from gpu_constructs.iam_actions import ssm_agent_statements
 from gpu_constructs.image_component import ImageComponent
 
 
@@ -68,17 +68,7 @@ class ImageBuilderInstanceRole(Construct):
 
         agent = self._policy(
             "Agent",
-            iam.PolicyStatement(
-                sid="CommandChannels",
-                actions=list(SSM_AGENT_CHANNELS),
-                resources=["*"],
-                conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
-            ),
-            iam.PolicyStatement(
-                sid="RegisterInstance",
-                actions=["ssm:UpdateInstanceInformation"],
-                resources=[f"{arn}:ec2:{stack.region}:{stack.account}:instance/*"],
-            ),
+            *ssm_agent_statements(stack, channels_sid="CommandChannels"),
         )
         acknowledge(
             agent,

@@ -10,7 +10,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from gpu_constructs.acknowledge import acknowledge
-from gpu_constructs.iam_actions import SSM_AGENT_CHANNELS
+from gpu_constructs.iam_actions import ssm_agent_statements
 
 DATASETS_PREFIX = "datasets/"
 CHECKPOINTS_PREFIX = "checkpoints/"
@@ -67,17 +67,7 @@ class GpuNodeRole(Construct):
 
         session = self._policy(
             "SessionManager",
-            iam.PolicyStatement(
-                sid="SessionChannels",
-                actions=list(SSM_AGENT_CHANNELS),
-                resources=["*"],
-                conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
-            ),
-            iam.PolicyStatement(
-                sid="RegisterInstance",
-                actions=["ssm:UpdateInstanceInformation"],
-                resources=[f"{arn}:ec2:{region_account}:instance/*"],
-            ),
+            *ssm_agent_statements(stack, channels_sid="SessionChannels"),
             iam.PolicyStatement(
                 sid="SessionLogs",
                 actions=["logs:CreateLogStream", "logs:PutLogEvents"],
