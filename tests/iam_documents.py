@@ -38,7 +38,7 @@ class Resolver:
 
     def _name(self, logical_id: str) -> str:
         props = self.resources.get(logical_id, {}).get("Properties", {})
-        for key in ("BucketName", "LogGroupName", "RoleName", "ManagedPolicyName", "TrailName", "Name"):
+        for key in ("BucketName", "LogGroupName", "RoleName", "ManagedPolicyName", "TrailName", "TopicName", "Name"):
             if isinstance(props.get(key), str):
                 return props[key]
         return logical_id.lower()
@@ -69,7 +69,7 @@ class Resolver:
         kind = self.resources.get(target, {}).get("Type", "")
         if kind == "AWS::KMS::Key":
             return self._uuid(target)
-        if kind == "AWS::IAM::ManagedPolicy":
+        if kind in ("AWS::IAM::ManagedPolicy", "AWS::SNS::Topic"):  # Ref of these is their ARN
             return self._arn(target)
         return self._name(target)
 

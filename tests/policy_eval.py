@@ -91,6 +91,8 @@ def _compare(operator: str, expected: str, actual: Any) -> bool:
         return actual_text.lower() == expected.lower()
     if base == "NumericEquals":
         return float(actual_text) == float(expected)
+    if base == "NumericLessThan":
+        return float(actual_text) < float(expected)
     if base == "NumericLessThanEquals":
         return float(actual_text) <= float(expected)
     if base == "NumericGreaterThanEquals":
@@ -176,6 +178,43 @@ def service_may(resource_policy: Mapping[str, Any], request: Request) -> bool:
     return decide([resource_policy], request, resource_policy=True) == ALLOW
 
 
+def _names_an_account_only(principal_element: Any) -> bool:
+    """A Principal that is only account roots ("arn:...:root" or a bare account id)."""
+    if not isinstance(principal_element, Mapping) or set(principal_element) != {"AWS"}:
+        return False
+    values = _as_list(principal_element["AWS"])
+    return bool(values) and all(str(v).endswith(":root") or str(v).isdigit() for v in values)
+
+
+def key_policy_may(
+    key_policy: Mapping[str, Any], request: Request, *, identity: Sequence[Mapping[str, Any]] = ()
+) -> bool:
+    """A call on a KMS key. The key policy is the only source of authority: a statement that names an
+    account (its root) does not allow anything by itself, it lets that account's IAM policies decide,
+    so it counts only where the caller's ``identity`` policies allow the call as well. A statement that
+    names the caller (or ``*`` with conditions on it) allows directly. An explicit deny wins."""
+    statements = _as_list(key_policy.get("Statement"))
+    if decide([key_policy], request, resource_policy=True) == EXPLICIT_DENY:
+        return False
+    direct = [s for s in statements if not _names_an_account_only(s.get("Principal"))]
+    delegated = [s for s in statements if _names_an_account_only(s.get("Principal"))]
+    if decide([{"Statement": direct}], request, resource_policy=True) == ALLOW:
+        return True
+    return decide([{"Statement": delegated}], request, resource_policy=True) == ALLOW and decide(identity, request) == (
+        ALLOW
+    )
+
+
+def same_account_may(
+    resource_policy: Mapping[str, Any], identity: Sequence[Mapping[str, Any]], request: Request
+) -> bool:
+    """A principal of the resource's own account (SNS, S3): its identity policies OR the resource policy
+    may allow; an explicit deny in either wins."""
+    if EXPLICIT_DENY in (decide([resource_policy], request, resource_policy=True), decide(identity, request)):
+        return False
+    return ALLOW in (decide([resource_policy], request, resource_policy=True), decide(identity, request))
+
+
 def explain(documents: Sequence[Mapping[str, Any]], request: Request, *, resource_policy: bool = False) -> str:
     """The Sids of the statements that apply, for an assertion message."""
     sids = [
@@ -194,6 +233,8 @@ __all__ = [
     "Request",
     "decide",
     "explain",
+    "key_policy_may",
     "role_may",
+    "same_account_may",
     "service_may",
 ]

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from tests.policy_eval import ALLOW, EXPLICIT_DENY, IMPLICIT_DENY, Request, decide, role_may, service_may
+from tests.policy_eval import (
+    ALLOW,
+    EXPLICIT_DENY,
+    IMPLICIT_DENY,
+    Request,
+    decide,
+    key_policy_may,
+    role_may,
+    same_account_may,
+    service_may,
+)
 
 ACCOUNT = "111111111111"
 TOPIC = f"arn:aws:sns:us-east-1:{ACCOUNT}:alerts"
@@ -106,3 +116,69 @@ def test_a_boundary_limits_what_the_identity_policy_allows():
     assert role_may(identity, boundary, Request("ec2:RevokeSecurityGroupIngress", "sg"))
     assert not role_may(identity, boundary, Request("ec2:AuthorizeSecurityGroupIngress", "sg"))
     assert not role_may([], boundary, Request("ec2:DescribeVpcs", "*"))
+
+
+def test_numeric_less_than_is_strict():
+    deny_old_tls = {
+        "Statement": [
+            {"Effect": "Allow", "Principal": "*", "Action": "s3:PutObject", "Resource": "*"},
+            {
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": "*",
+                "Condition": {"NumericLessThan": {"s3:TlsVersion": 1.2}},
+            },
+        ]
+    }
+    put = lambda tls: Request("s3:PutObject", "arn:aws:s3:::b/k", {"Service": "x"}, {"s3:TlsVersion": tls})  # noqa: E731
+    assert service_may(deny_old_tls, put(1.2))
+    assert not service_may(deny_old_tls, put(1.1))
+
+
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+KEY_POLICY = {
+    "Statement": [
+        {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "kms:*", "Resource": "*"},
+        {
+            "Effect": "Allow",
+            "Principal": {"AWS": "*"},
+            "Action": "kms:Decrypt",
+            "Resource": "*",
+            "Condition": {"ArnEquals": {"aws:PrincipalArn": ROLE}, "StringEquals": {"kms:CallerAccount": ACCOUNT}},
+        },
+    ]
+}
+
+
+def test_a_key_policys_account_statement_only_delegates_to_iam():
+    """KMS key policy semantics: the account's root principal lets IAM policies decide; it allows nothing alone."""
+    other = f"arn:aws:iam::{ACCOUNT}:role/app"
+    generate = Request("kms:GenerateDataKey", "*", {"AWS": other}, {"aws:PrincipalArn": other})
+    assert not key_policy_may(KEY_POLICY, generate)
+    assert key_policy_may(KEY_POLICY, generate, identity=[_allow(Action="kms:GenerateDataKey", Resource="*")])
+    context = {"aws:PrincipalArn": ROLE, "kms:CallerAccount": ACCOUNT}
+    assert key_policy_may(KEY_POLICY, Request("kms:Decrypt", "*", {"AWS": ROLE}, context))
+    assert not key_policy_may(KEY_POLICY, Request("kms:Encrypt", "*", {"AWS": ROLE}, context))
+    foreign = {"aws:PrincipalArn": ROLE.replace(ACCOUNT, "2" * 12), "kms:CallerAccount": "2" * 12}
+    assert not key_policy_may(KEY_POLICY, Request("kms:Decrypt", "*", {"AWS": foreign["aws:PrincipalArn"]}, foreign))
+
+
+def test_same_account_callers_need_the_identity_or_the_resource_policy_and_no_deny():
+    topic_policy = {
+        "Statement": [
+            {
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "sns:Publish",
+                "Resource": TOPIC,
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ]
+    }
+    identity = [_allow(Action="sns:Publish", Resource="*")]
+    tls = Request("sns:Publish", TOPIC, {"AWS": ROLE}, {"aws:SecureTransport": True})
+    assert same_account_may(topic_policy, identity, tls)
+    assert not same_account_may(topic_policy, [], tls)
+    plain = Request("sns:Publish", TOPIC, {"AWS": ROLE}, {"aws:SecureTransport": False})
+    assert not same_account_may(topic_policy, identity, plain)
