@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -85,6 +86,12 @@ class AccessLogBucket(Construct):
 class HardenedBucket(Construct):
     """Private, TLS-only, SSE-KMS, versioned bucket that logs its access.
 
+    The access log bucket admits this bucket's log deliveries only (``aws:SourceArn`` and
+    ``aws:SourceAccount``, as the S3 user guide recommends). CDK adds those conditions only when
+    both buckets are in one stack; for an access log bucket of another stack this construct sets
+    the logging configuration itself and grants the delivery by this bucket's name, which must
+    therefore be given (its ARN by reference would make the log bucket's stack depend on this one).
+
     Attributes:
         bucket: the bucket.
     """
@@ -103,6 +110,10 @@ class HardenedBucket(Construct):
         object_lock_retention: s3.ObjectLockRetention | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        same_stack = Stack.of(access_log_bucket) is stack
+        if not same_stack and bucket_name is None:
+            raise ValueError(f"{self.node.path}: a bucket logging to another stack's access log bucket needs a name")
         self.bucket = s3.Bucket(
             self,
             "Bucket",
@@ -115,13 +126,29 @@ class HardenedBucket(Construct):
             minimum_tls_version=1.2,
             versioned=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            server_access_logs_bucket=access_log_bucket,
-            server_access_logs_prefix=access_log_prefix,
+            server_access_logs_bucket=access_log_bucket if same_stack else None,
+            server_access_logs_prefix=access_log_prefix if same_stack else None,
             lifecycle_rules=list(lifecycle_rules) or None,
             object_lock_enabled=True if object_lock_retention else None,
             object_lock_default_retention=object_lock_retention,
             removal_policy=removal_policy,
         )
+        if not same_stack:
+            cfn: s3.CfnBucket = self.bucket.node.default_child
+            cfn.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+                destination_bucket_name=access_log_bucket.bucket_name, log_file_prefix=access_log_prefix
+            )
+            access_log_bucket.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+                    actions=["s3:PutObject"],
+                    resources=[access_log_bucket.arn_for_objects(f"{access_log_prefix}*")],
+                    conditions={
+                        "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:s3:::{bucket_name}"},
+                        "StringEquals": {"aws:SourceAccount": stack.account},
+                    },
+                )
+            )
         acknowledge(
             self.bucket,
             "NIST.800.53.R5-S3BucketReplicationEnabled",
