@@ -9,6 +9,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from gpu_constructs.platform_keys import service_linked_role
+
 #: What a principal that copies or launches from a snapshot needs on its key (Amazon EBS user
 #: guide, "Share the KMS key used to encrypt a shared Amazon EBS snapshot"); kms:CreateGrant
 #: separately, held to grants for AWS resources.
@@ -64,24 +66,12 @@ class ImageKey(Construct):
             pending_window=Duration.days(30),
             removal_policy=RemovalPolicy.RETAIN,
         )
-        autoscaling_role = iam.ArnPrincipal(
-            f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
-        )
+        # By ARN in a condition: the role exists only after the account's first Auto Scaling group.
+        autoscaling = service_linked_role(stack, "autoscaling.amazonaws.com", "AWSServiceRoleForAutoScaling")
+        self.key.add_to_resource_policy(autoscaling.statement("AutoScalingLaunchesFromTheAmi", SNAPSHOT_KEY_USE))
         self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AutoScalingLaunchesFromTheAmi",
-                principals=[autoscaling_role],
-                actions=SNAPSHOT_KEY_USE,
-                resources=["*"],  # in a key policy, "*" is this key
-            )
-        )
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AutoScalingGrantsForItsVolumes",
-                principals=[autoscaling_role],
-                actions=["kms:CreateGrant"],
-                resources=["*"],
-                conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            autoscaling.statement(
+                "AutoScalingGrantsForItsVolumes", ["kms:CreateGrant"], {"Bool": {"kms:GrantIsForAWSResource": "true"}}
             )
         )
         if not copy_accounts:

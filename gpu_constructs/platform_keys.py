@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -9,6 +12,42 @@ from constructs import Construct
 
 #: What a service needs to encrypt and decrypt with a key it was granted.
 _USE = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"]
+
+
+def alarm_arns(stack: Stack, alarm_prefix: str) -> str:
+    """Every CloudWatch alarm of this account and region whose name starts with ``alarm_prefix``."""
+    return f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:{alarm_prefix}*"
+
+
+@dataclass(frozen=True)
+class ServiceLinkedRole:
+    """A service-linked role granted by ARN in a condition, so the policy is valid before the role exists."""
+
+    arn: str
+    account: str
+
+    def statement(
+        self, sid: str, actions: Sequence[str], conditions: Mapping[str, Mapping[str, str]] | None = None
+    ) -> iam.PolicyStatement:
+        merged: dict[str, dict[str, str]] = {
+            "ArnEquals": {"aws:PrincipalArn": self.arn},
+            "StringEquals": {"kms:CallerAccount": self.account},
+        }
+        for operator, keys in (conditions or {}).items():
+            merged[operator] = {**merged.get(operator, {}), **keys}
+        return iam.PolicyStatement(
+            sid=sid,
+            principals=[iam.AnyPrincipal()],
+            actions=list(actions),
+            resources=["*"],  # in a key policy, "*" is this key
+            conditions=merged,
+        )
+
+
+def service_linked_role(stack: Stack, service: str, role_name: str) -> ServiceLinkedRole:
+    """This account's service-linked role of ``service``, e.g. ``AWSServiceRoleForAutoScaling``."""
+    arn = f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/{service}/{role_name}"
+    return ServiceLinkedRole(arn=arn, account=stack.account)
 
 
 class PlatformKeys(Construct):
@@ -24,11 +63,25 @@ class PlatformKeys(Construct):
       the launch fails), and FSx for Lustre's per-file-system S3 roles, which
       import from and export to the data bucket through S3.
     - ``trail``: CloudTrail, for this account's trails only.
-    - ``alerts``: CloudWatch alarms, EventBridge and Auto Scaling, which publish to
-      the encrypted alerts topic.
+    - ``alerts``: the alarms of this environment (``alarm_prefix``), EventBridge and
+      Auto Scaling, which publish to the encrypted alerts topic.
+
+    Service-linked roles are granted through ``aws:PrincipalArn`` with principal
+    ``*`` held to this account (``kms:CallerAccount``), never named as principals:
+    a key policy that names a role which does not exist yet is refused
+    (``MalformedPolicyDocumentException``), and ``AWSServiceRoleForAutoScaling``
+    exists only after the account's first Auto Scaling group.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, env_name: str, removal_policy: RemovalPolicy) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        env_name: str,
+        alarm_prefix: str,
+        removal_policy: RemovalPolicy,
+    ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.logs = self._key("Logs", env_name, "CloudWatch Logs", removal_policy)
@@ -58,24 +111,15 @@ class PlatformKeys(Construct):
             )
         )
 
-        autoscaling_role = iam.ArnPrincipal(
-            f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+        autoscaling = service_linked_role(stack, "autoscaling.amazonaws.com", "AWSServiceRoleForAutoScaling")
+        self.data.add_to_resource_policy(
+            autoscaling.statement("AutoScalingEncryptsNodeVolumes", _USE)  # Auto Scaling user guide's two statements
         )
         self.data.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AutoScalingEncryptsNodeVolumes",
-                principals=[autoscaling_role],
-                actions=_USE,
-                resources=["*"],
-            )
-        )
-        self.data.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AutoScalingGrantsForAttachedVolumes",
-                principals=[autoscaling_role],
-                actions=["kms:CreateGrant"],
-                resources=["*"],
-                conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            autoscaling.statement(
+                "AutoScalingGrantsForAttachedVolumes",
+                ["kms:CreateGrant"],
+                {"Bool": {"kms:GrantIsForAWSResource": "true"}},
             )
         )
 
@@ -125,27 +169,34 @@ class PlatformKeys(Construct):
             )
         )
 
-        # Services that publish to the encrypted alerts topic need the key to do so.
+        # Publishers of the encrypted alerts topic need the key (SNS user guide, "Enable compatibility
+        # between event sources from AWS services and encrypted topics").
+        publish = ["kms:Decrypt", "kms:GenerateDataKey*"]
         self.alerts.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="AlarmsAndEventsPublishToAlerts",
-                principals=[
-                    iam.ServicePrincipal("cloudwatch.amazonaws.com"),
-                    iam.ServicePrincipal("events.amazonaws.com"),
-                ],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                sid="AlarmsOfThisEnvironmentPublishToAlerts",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=publish,
                 resources=["*"],
-                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+                conditions={
+                    "ArnLike": {"aws:SourceArn": alarm_arns(stack, alarm_prefix)},
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                },
             )
         )
+        # No source condition here: SNS documents aws:SourceAccount/SourceArn as unsupported in a key
+        # policy for EventBridge-to-encrypted-topic delivery (the topic policy holds the rule to this account).
         self.alerts.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="AutoScalingPublishesToAlerts",
-                principals=[autoscaling_role],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                sid="EventBridgePublishesToAlerts",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=publish,
                 resources=["*"],
             )
         )
+        # Auto Scaling notifications publish as the service-linked role (its managed policy allows
+        # sns:Publish, not KMS): SNS requires the role, not a service principal, in the key policy.
+        self.alerts.add_to_resource_policy(autoscaling.statement("AutoScalingPublishesToAlerts", publish))
 
     def _key(self, construct_id: str, env_name: str, purpose: str, removal_policy: RemovalPolicy) -> kms.Key:
         return kms.Key(

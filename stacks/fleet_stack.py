@@ -1,21 +1,21 @@
-"""FleetStack: the node scripts, the node log groups and one GpuFleet per configured fleet."""
+"""FleetStack: the node scripts and one GpuFleet per configured fleet (alerts and node log groups: Security)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
-from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config import Environment
 from config.catalog import get_instance_type
 from config.naming import ResourceNames
-from gpu_constructs.alerts_topic import AlertsTopic
 from gpu_constructs.ami_rollout import AmiRollout, FleetRollout, refresh_preferences
 from gpu_constructs.cloudwatch_agent import NodeLogFile, agent_config, to_json
 from gpu_constructs.gpu_fleet import GpuFleet
@@ -35,8 +35,11 @@ FSX_MOUNT_POINT = "/fsx"
 
 
 class FleetStack(PlatformStack):
-    """Attributes: ``fleets`` (name -> GpuFleet), ``node_log_groups`` (name -> log group), ``alerts_topic``,
-    ``ami_rollout`` (the runbook that refreshes the fleets onto a new AMI; None if no fleet is rolled)."""
+    """Attributes: ``fleets`` (name -> GpuFleet), ``ami_rollout`` (the runbook that refreshes the fleets onto a
+    new AMI; None if no fleet is rolled).
+
+    The alerts topic and the node log groups (one per ``NODE_LOGS`` entry, same names) come from the
+    security stack, which outlives this one."""
 
     def __init__(
         self,
@@ -49,9 +52,9 @@ class FleetStack(PlatformStack):
         efa_security_group: ec2.ISecurityGroup,
         node_role: iam.IRole,
         instance_profile: iam.IInstanceProfile,
-        logs_key: kms.IKey,
         volume_key: kms.IKey,
-        alerts_key: kms.IKey,
+        alerts_topic: sns.ITopic,
+        node_log_groups: Mapping[str, logs.ILogGroup],
         fsx_dns_name: str,
         fsx_mount_name: str,
     ) -> None:
@@ -75,18 +78,9 @@ class FleetStack(PlatformStack):
                 )
             ],
         )
-        self.node_log_groups = {
-            name: logs.LogGroup(
-                self,
-                f"NodeLog{name.title().replace('-', '')}",
-                log_group_name=names.node_log_group(name),
-                encryption_key=logs_key,
-                retention=self.log_retention,
-                # Node logs outlive a replaced fleet stack where the environment is protected.
-                removal_policy=RemovalPolicy.RETAIN if env.protect_stateful_resources else RemovalPolicy.DESTROY,
-            )
-            for name in NODE_LOGS
-        }
+        if sorted(node_log_groups) != sorted(NODE_LOGS):
+            raise ValueError(f"node log groups {sorted(node_log_groups)} do not match NODE_LOGS {sorted(NODE_LOGS)}")
+        self.node_log_groups = dict(node_log_groups)
         agent = to_json(
             agent_config(
                 namespace=names.metrics_namespace,
@@ -94,9 +88,7 @@ class FleetStack(PlatformStack):
             )
         )
         machine_image = ec2.MachineImage.from_ssm_parameter(names.ami_parameter)
-        self.alerts_topic = AlertsTopic(
-            self, "Alerts", topic_name=f"{names.prefix}-alerts", key=alerts_key, emails=env.notifications.emails
-        ).topic
+        self.alerts_topic = alerts_topic
 
         self.fleets: dict[str, GpuFleet] = {}
         for fleet in env.fleets:

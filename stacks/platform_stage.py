@@ -8,7 +8,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from config import Environment, ImageSharing
-from stacks.fleet_stack import FleetStack
+from stacks.fleet_stack import NODE_LOGS, FleetStack
 from stacks.image_stack import ImageStack
 from stacks.monitoring_stack import MonitoringStack
 from stacks.network_stack import NetworkStack
@@ -21,7 +21,7 @@ class PlatformStage(Stage):
 
     def __init__(self, scope: Construct, *, env: Environment, image_sharing: ImageSharing) -> None:
         super().__init__(scope, env.name, env=AwsEnvironment(account=env.account, region=env.region))
-        self.security = SecurityStack(self, "Security", env=env)
+        self.security = SecurityStack(self, "Security", env=env, node_logs=list(NODE_LOGS))
         self.network = NetworkStack(self, "Network", env=env, logs_key=self.security.logs_key)
         self.storage = StorageStack(
             self,
@@ -53,9 +53,9 @@ class PlatformStage(Stage):
             efa_security_group=self.network.efa_security_group,
             node_role=self.security.node_role.role,
             instance_profile=self.security.node_role.instance_profile,
-            logs_key=self.security.logs_key,
             volume_key=self.security.data_key,
-            alerts_key=self.security.alerts_key,
+            alerts_topic=self.security.alerts_topic,
+            node_log_groups=self.security.node_log_groups,
             fsx_dns_name=self.storage.lustre.file_system.dns_name,
             fsx_mount_name=self.storage.lustre.file_system.mount_name,
         )
@@ -64,7 +64,7 @@ class PlatformStage(Stage):
             self,
             "Monitoring",
             env=env,
-            topic=self.fleets.alerts_topic,
+            topic=self.security.alerts_topic,
             file_system_id=self.storage.lustre.file_system.file_system_id,
             trail_log_group=self.security.audit.log_group,
         )

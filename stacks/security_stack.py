@@ -1,14 +1,19 @@
-"""SecurityStack: keys, audit trail, hardened log buckets, the node role and the permissions boundary."""
+"""SecurityStack: keys, audit trail, hardened log buckets, the node role, the permissions boundary, and the
+alerting that must outlive the fleets: the alerts topic with its subscriptions and the node log groups."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config import Environment
 from config.naming import ResourceNames
 from config.schema import ObjectLockMode
+from gpu_constructs.alerts_topic import AlertsTopic
 from gpu_constructs.audit_trail import AuditTrail
 from gpu_constructs.hardened_bucket import AccessLogBucket, log_lifecycle
 from gpu_constructs.node_role import GpuNodeRole, NodeAccess
@@ -28,15 +33,23 @@ class SecurityStack(PlatformStack):
         audit: the trail, its bucket and log group.
         node_role: role and instance profile of GPU nodes.
         sessions: Session Manager preferences document and its log group.
+        alerts_topic: the topic every alarm, Spot notice and fleet notification goes to (e-mail subscribers).
+        node_log_groups: name -> the log group ``/gpu-platform/<env>/node/<name>`` the nodes' agent ships to.
+
+    The topic and the node log groups live here, in a stateful stack, not with the fleets: the
+    fleet stack is the one replaced most often, and a replacement would fail on the groups' fixed
+    names ("already exists") and make every subscriber confirm again.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, env: Environment) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, env: Environment, node_logs: Sequence[str]) -> None:
         super().__init__(
             scope, construct_id, env=env, stateful=True, description=f"GPU platform {env.name}: keys and audit"
         )
         names = ResourceNames.of(env)
         audit = env.audit
-        keys = PlatformKeys(self, "Keys", env_name=env.name, removal_policy=self.removal_policy)
+        keys = PlatformKeys(
+            self, "Keys", env_name=env.name, alarm_prefix=f"{names.prefix}-", removal_policy=self.removal_policy
+        )
         self.logs_key, self.data_key, self.trail_key, self.alerts_key = keys.logs, keys.data, keys.trail, keys.alerts
         role_arn = f"arn:{self.partition}:iam::{env.account}:role/"
         self.boundary = PlatformPermissionsBoundary(
@@ -110,3 +123,23 @@ class SecurityStack(PlatformStack):
             data_key=self.data_key,
             logs_key=self.logs_key,
         )
+        self.alerts_topic = AlertsTopic(
+            self,
+            "Alerts",
+            topic_name=f"{names.prefix}-alerts",
+            name_prefix=f"{names.prefix}-",
+            key=self.alerts_key,
+            emails=env.notifications.emails,
+            removal_policy=self.removal_policy,
+        ).topic
+        self.node_log_groups = {
+            name: logs.LogGroup(
+                self,
+                f"NodeLog{name.title().replace('-', '')}",
+                log_group_name=names.node_log_group(name),
+                encryption_key=self.logs_key,
+                retention=self.log_retention,
+                removal_policy=self.removal_policy,
+            )
+            for name in node_logs
+        }

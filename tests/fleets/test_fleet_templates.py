@@ -271,30 +271,6 @@ def test_nodes_read_only_their_scripts_asset(synth: Synth, env: str) -> None:
     assert policy["Roles"][0]["Fn::GetStackOutput"]["StackName"] == f"{env}-Security"
 
 
-@pytest.mark.parametrize("env", ["dev", "prod"])
-def test_node_log_groups_and_alerts_topic(synth: Synth, env: str) -> None:
-    cfg = synth.environments[env]
-    names = ResourceNames.of(cfg)
-    stack = fleets_stack(synth, env)
-    groups = {v["Properties"]["LogGroupName"]: v["Properties"] for v in stack.resources("AWS::Logs::LogGroup").values()}
-    assert sorted(groups) == sorted(
-        names.node_log_group(n) for n in ("bootstrap", "gpu-health", "spot-watcher", "lifecycle-watcher")
-    )
-    for group in groups.values():
-        assert "KmsKeyId" in group and group["RetentionInDays"] == cfg.logging.retention_days
-    (topic,) = stack.resources("AWS::SNS::Topic").values()
-    assert "KeysAlerts" in json.dumps(topic["Properties"]["KmsMasterKeyId"])
-    (policy,) = stack.resources("AWS::SNS::TopicPolicy").values()
-    statements = policy["Properties"]["PolicyDocument"]["Statement"]
-    (deny,) = [st for st in statements if st["Effect"] == "Deny"]
-    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    (events,) = [st for st in statements if st["Effect"] == "Allow"]
-    assert events["Principal"] == {"Service": "events.amazonaws.com"} and events["Action"] == "sns:Publish"
-    assert events["Condition"] == {"StringEquals": {"aws:SourceAccount": cfg.account}}
-    emails = [v["Properties"]["Endpoint"] for v in stack.resources("AWS::SNS::Subscription").values()]
-    assert emails == cfg.notifications.emails
-
-
 def test_fleets_launch_from_the_platform_ami_parameter(synth: Synth) -> None:
     for env, cfg in synth.environments.items():
         stack = fleets_stack(synth, env)

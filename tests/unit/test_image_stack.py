@@ -360,7 +360,12 @@ def test_ami_key_is_retained_rotated_and_open_only_to_the_copy_roles(synth: Synt
     autoscaling = (
         f"arn:aws:iam::{dev.account}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
     )
-    assert statements["AutoScalingLaunchesFromTheAmi"]["Principal"] == {"AWS": autoscaling}
+    # By ARN in a condition, not as a principal: the role does not exist before the first group (tests/flows).
+    assert statements["AutoScalingLaunchesFromTheAmi"]["Principal"] == {"AWS": "*"}
+    assert statements["AutoScalingLaunchesFromTheAmi"]["Condition"] == {
+        "ArnEquals": {"aws:PrincipalArn": autoscaling},
+        "StringEquals": {"kms:CallerAccount": dev.account},
+    }
     accounts = sorted(cfg.account for cfg in _receivers(synth))
     copy = statements["ReceivingAccountsCopyTheAmi"]
     assert sorted(copy["Action"]) == SNAPSHOT_KEY_USE

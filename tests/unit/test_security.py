@@ -53,8 +53,14 @@ def test_key_policies_grant_only_their_users(synth: Synth, env: str) -> None:
     assert logs["CloudWatchLogsOfThisAccount"]["Principal"] == {"Service": f"logs.{cfg.region}.amazonaws.com"}
     assert set(logs) == {None, "CloudWatchLogsOfThisAccount", "CloudWatchLogsDescribesKey"}
     slr = f"arn:aws:iam::{cfg.account}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
-    assert data["AutoScalingEncryptsNodeVolumes"]["Principal"] == {"AWS": slr}
-    assert data["AutoScalingGrantsForAttachedVolumes"]["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    # The service-linked role by ARN in a condition: it does not exist before the account's first group.
+    by_arn = {"ArnEquals": {"aws:PrincipalArn": slr}, "StringEquals": {"kms:CallerAccount": cfg.account}}
+    assert data["AutoScalingEncryptsNodeVolumes"]["Principal"] == {"AWS": "*"}
+    assert data["AutoScalingEncryptsNodeVolumes"]["Condition"] == by_arn
+    assert data["AutoScalingGrantsForAttachedVolumes"]["Condition"] == {
+        **by_arn,
+        "Bool": {"kms:GrantIsForAWSResource": "true"},
+    }
     assert set(data) == {
         None,
         "AutoScalingEncryptsNodeVolumes",
@@ -175,6 +181,17 @@ def test_trail_bucket_object_lock_only_where_configured(synth: Synth, env: str) 
             "Days": lock.retention_days,
         }
     assert (env == "prod") is (lock is not None)
+
+
+def test_prods_trail_bucket_is_locked_in_compliance_mode(synth: Synth) -> None:
+    """Governance mode can be bypassed with s3:BypassGovernanceRetention; compliance mode by no one,
+    root included, for the retention period (S3 Object Lock). The prod template says compliance."""
+    (bucket,) = [
+        v for k, v in security(synth, "prod").resources("AWS::S3::Bucket").items() if k.startswith("AuditBucket")
+    ]
+    rule = bucket["Properties"]["ObjectLockConfiguration"]["Rule"]["DefaultRetention"]
+    assert rule["Mode"] == "COMPLIANCE" and rule["Days"] >= 365
+    assert bucket["DeletionPolicy"] == "Retain"
 
 
 @pytest.mark.parametrize("env", ENVS)

@@ -1,0 +1,144 @@
+"""Every alarm, Spot notice and fleet notification reaches a person, through every resource on its way.
+
+alarm action / rule target / group notification -> the topic (in whichever stack) -> the topic policy
+(the publisher with the request context its service sends) -> the topic's KMS key -> the key policy
+(``kms:GenerateDataKey*`` and ``kms:Decrypt`` for that publisher) -> an e-mail subscription from config.
+
+What each publisher sends, per AWS documentation: CloudWatch alarms publish as
+``cloudwatch.amazonaws.com`` with ``aws:SourceArn`` (the alarm) and ``aws:SourceAccount``, and may be
+held to both in the topic and the key policy; EventBridge publishes as ``events.amazonaws.com`` with
+both keys at the topic, but its KMS requests carry neither (SNS: not supported for EventBridge to
+encrypted topics); Auto Scaling publishes as its service-linked role, whose managed policy allows
+``sns:Publish`` and nothing on KMS.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.flows.assembly import AUTOSCALING_ROLE_PUBLISHES, Environment, Ref, autoscaling_role
+from tests.policy_eval import Request, explain, key_policy_may, same_account_may, service_may
+from tests.synth import Synth
+
+ENVS = ["dev", "staging", "prod"]
+ALARMS = ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")
+ACTIONS = ("AlarmActions", "OKActions", "InsufficientDataActions")
+KMS_CALLS = ("kms:GenerateDataKey", "kms:Decrypt")
+
+
+def _topic_of(env: Environment, stack: str, reference: Any) -> Ref | None:
+    ref = env.target(stack, reference)
+    return ref if ref is not None and env.resource(ref)["Type"] == "AWS::SNS::Topic" else None
+
+
+def _reaches_a_person(
+    env: Environment,
+    topic: Ref,
+    publish: Request,
+    kms_context: dict[str, Any],
+    *,
+    identity: list[dict[str, Any]] | None = None,
+) -> None:
+    """The topic admits ``publish``, its key admits the publisher's KMS calls, and someone is subscribed."""
+    topic_arn = env.resolver(topic.stack)._arn(topic.logical_id)
+    request = Request("sns:Publish", topic_arn, publish.principal, {"aws:SecureTransport": True, **publish.context})
+    topic_policy = env.policy_of("AWS::SNS::TopicPolicy", "Topics", topic)
+    if identity is None:
+        assert service_may(topic_policy, request), explain([topic_policy], request, resource_policy=True)
+    else:
+        assert same_account_may(topic_policy, identity, request), explain([topic_policy], request, resource_policy=True)
+    key = env.target(topic.stack, env.resource(topic)["Properties"]["KmsMasterKeyId"])
+    assert key is not None, f"{topic} is not encrypted with a key of this environment"
+    key_policy = env.key_policy(key)
+    for action in KMS_CALLS:
+        call = Request(action, "*", publish.principal, kms_context)
+        assert key_policy_may(key_policy, call), explain([key_policy], call, resource_policy=True)
+    emails = [
+        res["Properties"]["Endpoint"]
+        for ref, res in env.resources("AWS::SNS::Subscription")
+        if env.target(ref.stack, res["Properties"]["TopicArn"]) == topic and res["Properties"]["Protocol"] == "email"
+    ]
+    assert emails and sorted(emails) == sorted(env.config.notifications.emails), (topic, emails)
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_alarm_action_reaches_a_person(synth: Synth, env: str) -> None:
+    environment = Environment(synth, env)
+    followed = 0
+    for type_ in ALARMS:
+        for ref, alarm in environment.resources(type_):
+            props = alarm["Properties"]
+            topics = {
+                topic
+                for action in ACTIONS
+                for reference in props.get(action, [])
+                if (topic := _topic_of(environment, ref.stack, reference)) is not None
+            }
+            if not topics:
+                continue
+            name = props["AlarmName"]
+            assert isinstance(name, str), f"{ref}: the alarm's ARN must be known to hold it in the topic policy"
+            source = {
+                "aws:SourceArn": f"arn:aws:cloudwatch:{environment.region}:{environment.account}:alarm:{name}",
+                "aws:SourceAccount": environment.account,
+            }
+            publish = Request("sns:Publish", "", {"Service": "cloudwatch.amazonaws.com"}, source)
+            for topic in topics:
+                _reaches_a_person(environment, topic, publish, source)
+                followed += 1
+    assert followed >= 10, "the walk found the alarms"
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_an_alarm_of_another_account_or_environment_cannot_publish(synth: Synth, env: str) -> None:
+    environment = Environment(synth, env)
+    ((topic, _),) = environment.resources("AWS::SNS::Topic")
+    policy = environment.policy_of("AWS::SNS::TopicPolicy", "Topics", topic)
+    arn = environment.resolver(topic.stack)._arn(topic.logical_id)
+    cloudwatch = {"Service": "cloudwatch.amazonaws.com"}
+    for account, alarm in (("999999999999", f"gpu-platform-{env}-x"), (environment.account, "someone-elses-alarm")):
+        source = {
+            "aws:SourceArn": f"arn:aws:cloudwatch:{environment.region}:{account}:alarm:{alarm}",
+            "aws:SourceAccount": account,
+            "aws:SecureTransport": True,
+        }
+        assert not service_may(policy, Request("sns:Publish", arn, cloudwatch, source))
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_rule_targeting_a_topic_reaches_a_person(synth: Synth, env: str) -> None:
+    environment = Environment(synth, env)
+    followed = 0
+    for ref, rule in environment.resources("AWS::Events::Rule"):
+        for target in rule["Properties"].get("Targets", []):
+            topic = _topic_of(environment, ref.stack, target["Arn"])
+            if topic is None:
+                continue
+            assert "RoleArn" not in target, "SNS targets use the topic policy (EventBridge user guide)"
+            name = rule["Properties"]["Name"]
+            source = {
+                "aws:SourceArn": f"arn:aws:events:{environment.region}:{environment.account}:rule/{name}",
+                "aws:SourceAccount": environment.account,
+            }
+            publish = Request("sns:Publish", "", {"Service": "events.amazonaws.com"}, source)
+            _reaches_a_person(environment, topic, publish, kms_context={})  # no source keys reach KMS
+            followed += 1
+    assert followed >= 1, "the Spot notices rule targets the alerts topic"
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_group_notification_reaches_a_person(synth: Synth, env: str) -> None:
+    environment = Environment(synth, env)
+    role = autoscaling_role(environment.account)
+    followed = 0
+    for ref, group in environment.resources("AWS::AutoScaling::AutoScalingGroup"):
+        for notification in group["Properties"].get("NotificationConfigurations", []):
+            topic = _topic_of(environment, ref.stack, notification["TopicARN"])
+            assert topic is not None, f"{ref} notifies something that is not a topic of this environment"
+            publish = Request("sns:Publish", "", {"AWS": role}, {"aws:PrincipalArn": role})
+            kms_context = {"aws:PrincipalArn": role, "kms:CallerAccount": environment.account}
+            _reaches_a_person(environment, topic, publish, kms_context, identity=[AUTOSCALING_ROLE_PUBLISHES])
+            followed += 1
+    assert followed == len(environment.config.fleets)
