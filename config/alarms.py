@@ -24,7 +24,8 @@ def _t(threshold: float, period_minutes: int, evaluation_periods: int) -> Thresh
 class Alarms(Strict):
     """Defaults: GPU utilization above 95 % for 10 minutes (warning); GPU temperature above
     85 °C (critical); GPU idle below 30 % for 30 minutes (cost); any failed GPU health check;
-    any Spot interruption notice; in-service below desired for 15 minutes; FSx free
+    any Spot interruption notice; in-service plus pending below desired for 15 minutes (the
+    same threshold and period, for longer than the launch hook's timeout, without pending); FSx free
     capacity below 10 %; FSx throughput above 80 % of the file system's for 15 minutes;
     any security-relevant API change (IAM policy, security group, CloudTrail)."""
 

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from config.base import WrittenInt
 from config.schema import Environment
 from config.sharing import Platform, sharing_problems
 
@@ -58,6 +59,15 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _construct_int(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> int:
+    """An int, remembering its text where that is not the number's own digits (e.g. octal ``0111``)."""
+    value = loader.construct_yaml_int(node)
+    return value if node.value == str(value) else WrittenInt.of(value, node.value)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def available_environments(config_dir: Path = CONFIG_DIR) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from config.alarms import Alarms
-from config.base import ENV_NAME, Strict
+from config.base import ENV_NAME, Strict, WrittenInt
 from config.fleets import Fleet
 from config.image import Image
 from config.notifications import Notifications
@@ -35,11 +35,19 @@ _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 
 
 def aws_account_id(value: object) -> str:
-    """A 12-digit account id written as a string (a YAML number loses leading zeros)."""
-    if isinstance(value, int) and not isinstance(value, bool):
+    """A 12-digit account id written as a string (a YAML number loses leading zeros, or is octal)."""
+    if isinstance(value, WrittenInt):
         raise ValueError(
-            f'{value} is a number; fix: quote the 12-digit account id ("{value:012d}") so leading zeros survive'
+            f"{value.written} is read by YAML as the number {int(value)}, not as the digits written; "
+            f'fix: quote the account id as written ("{value.written}")'
         )
+    if isinstance(value, int) and not isinstance(value, bool):
+        fix = (
+            f'quote the account id as written ("{value}")'
+            if len(str(value)) == 12
+            else "write the 12-digit account id as a quoted string"
+        )
+        raise ValueError(f"{value} is a number, not a quoted account id; fix: {fix}")
     if not isinstance(value, str) or not re.fullmatch(r"\d{12}", value):
         raise ValueError(f"{value!r} is not an AWS account id; fix: write the 12-digit account id as a quoted string")
     return value

@@ -2,20 +2,55 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from config.alarms import Alarms
+from config.alarms import Alarms, Threshold
 from gpu_constructs.alarm_factory import ABOVE, AT_LEAST, BELOW, AlarmFactory, period
 from gpu_constructs.fleet_metrics import gpu_metric
+from gpu_constructs.gpu_fleet import LAUNCH_HOOK_TIMEOUT
 
 #: Published by the node's GPU health check (scripts/node/gpu_health.py).
 HEALTH_METRIC = "GpuHealthCheckFailed"
+#: Nodes short of desired for longer than the launch hook holds a launch.
+LAUNCH_STALLED = "launch-stalled"
+#: Auto Scaling group metrics (AWS/AutoScaling) by the id the alarm expressions give them.
+GROUP_METRICS = {
+    "desired": "GroupDesiredCapacity",
+    "inservice": "GroupInServiceInstances",
+    "pending": "GroupPendingInstances",
+}
+
+
+def periods_longer_than(timeout: Duration, period_minutes: int) -> int:
+    """The fewest whole periods that a wait of at most ``timeout`` cannot fill: a node held that
+    long covers at most ``timeout // period`` whole periods."""
+    return int(timeout.to_minutes()) // period_minutes + 1
+
+
+def _group_metrics(asg: dict[str, str], every: Duration) -> Callable[..., dict[str, cloudwatch.IMetric]]:
+    def metrics(*ids: str) -> dict[str, cloudwatch.IMetric]:
+        return {
+            key: cloudwatch.Metric(
+                namespace="AWS/AutoScaling",
+                metric_name=GROUP_METRICS[key],
+                dimensions_map=asg,
+                statistic="Average",
+                period=every,
+            )
+            for key in ids
+        }
+
+    return metrics
 
 
 class FleetAlarms(Construct):
     """Utilization high (warning), temperature (critical), idle (cost), health-check failures,
-    capacity shortfall, and the composite "fleet unhealthy" (health, shortfall or temperature).
+    capacity shortfall, stalled launches, and the composite "fleet unhealthy" (health, shortfall,
+    stalled launches or temperature).
 
     Attributes:
         alarms (name -> alarm), unhealthy (the composite alarm).
@@ -78,43 +113,55 @@ class FleetAlarms(Construct):
             threshold=t.health_check_failures,
             comparison=AT_LEAST,
         )
-        shortfall_period = period(t.capacity_shortfall)
+        # Launching nodes are Pending (Pending:Wait while the launch hook holds them for their GPU
+        # check and Lustre mount): a scale-out is not a shortfall. Missing capacity is what even
+        # the pending nodes do not cover (EC2 had none to give); a launch that never completes is
+        # a node short for longer than the launch hook can hold it.
+        shortfall = t.capacity_shortfall
+        group_metric = _group_metrics(asg, period(shortfall))
         add(
             "capacity-shortfall",
-            description=f"WARNING {fleet_name}: fewer instances in service than desired (no capacity?)",
+            description=f"WARNING {fleet_name}: fewer instances in service or launching than desired (no capacity?)",
+            metric=cloudwatch.MathExpression(
+                expression="desired - (inservice + pending)",
+                using_metrics=group_metric("desired", "inservice", "pending"),
+                label="instances missing, launching ones counted",
+                period=period(shortfall),
+            ),
+            threshold=shortfall,
+            comparison=AT_LEAST,
+        )
+        stalled = Threshold(
+            threshold=shortfall.threshold,
+            period_minutes=shortfall.period_minutes,
+            evaluation_periods=periods_longer_than(LAUNCH_HOOK_TIMEOUT, shortfall.period_minutes),
+        )
+        add(
+            LAUNCH_STALLED,
+            description=(
+                f"WARNING {fleet_name}: fewer instances in service than desired for longer than the launch "
+                f"hook's {LAUNCH_HOOK_TIMEOUT.to_minutes():g} minutes (launches keep failing their bootstrap)"
+            ),
             metric=cloudwatch.MathExpression(
                 expression="desired - inservice",
-                using_metrics={
-                    "desired": cloudwatch.Metric(
-                        namespace="AWS/AutoScaling",
-                        metric_name="GroupDesiredCapacity",
-                        dimensions_map=asg,
-                        statistic="Average",
-                        period=shortfall_period,
-                    ),
-                    "inservice": cloudwatch.Metric(
-                        namespace="AWS/AutoScaling",
-                        metric_name="GroupInServiceInstances",
-                        dimensions_map=asg,
-                        statistic="Average",
-                        period=shortfall_period,
-                    ),
-                },
-                label="instances missing",
-                period=shortfall_period,
+                using_metrics=group_metric("desired", "inservice"),
+                label="instances not in service",
+                period=period(stalled),
             ),
-            threshold=t.capacity_shortfall,
+            threshold=stalled,
             comparison=AT_LEAST,
         )
         self.unhealthy = cloudwatch.CompositeAlarm(
             self,
             "Unhealthy",
             composite_alarm_name=f"{factory.prefix}-{fleet_name}-unhealthy",
-            alarm_description=f"CRITICAL {fleet_name}: GPU health failures, capacity shortfall or overheating",
+            alarm_description=(
+                f"CRITICAL {fleet_name}: GPU health failures, capacity shortfall, stalled launches or overheating"
+            ),
             alarm_rule=cloudwatch.AlarmRule.any_of(
                 *(
                     cloudwatch.AlarmRule.from_alarm(self.alarms[k], cloudwatch.AlarmState.ALARM)
-                    for k in ("health-check-failed", "capacity-shortfall", "gpu-temperature-critical")
+                    for k in ("health-check-failed", "capacity-shortfall", LAUNCH_STALLED, "gpu-temperature-critical")
                 )
             ),
         )

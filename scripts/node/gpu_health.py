@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """GPU health check for a GPU node of the platform.
 
-Reads ``nvidia-smi``, the kernel log (NVRM Xid lines) and, where ``dcgmi`` is installed, a DCGM
-level 1 diagnostic; decides healthy / unhealthy with a pure function (``evaluate``); then, behind
-flags, logs the reasons, publishes ``GpuHealthCheckFailed`` (1 or 0) to CloudWatch per Auto
-Scaling group, and marks the instance Unhealthy so that its Auto Scaling group replaces it.
+Reads ``nvidia-smi``, the kernel log (NVRM Xid lines), on NVSwitch instance types the Fabric
+Manager state and, where ``dcgmi`` is installed, a DCGM level 1 diagnostic; decides healthy /
+unhealthy with a pure function (``evaluate``); then, behind flags, logs the reasons, turns
+persistence mode back on where it was off, publishes ``GpuHealthCheckFailed`` (1 or 0) to
+CloudWatch per Auto Scaling group, and marks the instance Unhealthy so that its Auto Scaling
+group replaces it.
 
     gpu_health.py --once --expected-gpus 8                # boot: exit 0 healthy, 1 unhealthy
     gpu_health.py --expected-gpus 8 --interval 300        # long-running loop (the timer is preferred)
@@ -54,6 +56,18 @@ NVIDIA_SMI_COMMAND = (
     "--format=csv,noheader,nounits",
 )
 DCGM_COMMAND = ("dcgmi", "diag", "-r", "1", "-j")
+NVIDIA_SMI_QUERY_COMMAND = ("nvidia-smi", "-q")
+PERSISTENCE_FIX_COMMAND = ("nvidia-smi", "-pm", "1")
+FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"
+FABRIC_POLL_S = 2.0  # at boot Fabric Manager may still be starting: look again this often, up to --fabric-wait
+INSTANCE_TYPE_PATH = "/latest/meta-data/instance-type"
+
+# 8-GPU NVSwitch systems (HGX boards): NVLink between the GPUs works only once Fabric Manager has
+# set up the NVSwitch fabric. On Ampere (A100) the nvidia-fabricmanager service is the signal; from
+# Hopper on, each GPU reports its own fabric registration (`nvidia-smi -q`, "Fabric": State
+# Completed, Status Success once registered). Other types have no NVSwitch and are not checked.
+FABRIC_BY_SERVICE = frozenset({"p4d.24xlarge", "p4de.24xlarge"})
+FABRIC_BY_GPU_STATE = frozenset({"p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge"})
 KERNEL_LOG_COMMANDS = (
     ("journalctl", "-k", "--no-pager", "-q", "-o", "short-iso"),  # -k: kernel messages of this boot
     ("dmesg", "--time-format", "iso"),
@@ -61,9 +75,12 @@ KERNEL_LOG_COMMANDS = (
 
 # Xids that mean "this node cannot be trusted with the next job": the GPU needs a reset, a
 # reboot or an RMA, none of which a running node can do to itself safely. In an Auto Scaling
-# fleet, replacing the instance is the cheapest reset. Meanings from NVIDIA's Xid catalog
-# (docs.nvidia.com/deploy/xid-errors/, Ampere-and-newer catalog and the older table):
+# fleet, replacing the instance is the cheapest reset. Meanings and resolutions from NVIDIA's Xid
+# catalog for Ampere and newer, A100 and H100 alike (docs.nvidia.com/deploy/xid-errors/
+# analyzing-xid-catalog.html: every Xid whose immediate action is RESET_GPU or RESTART_BM, plus
+# the memory-error workflows), and the older table for 61:
 FATAL_XIDS: Mapping[int, str] = {
+    46: "GPU stopped processing (GPU timeout): GPU reset needed",
     48: "double-bit ECC error (DBE): uncorrectable memory error, data already corrupt",
     61: "internal micro-controller breakpoint/warning (PMU): firmware in a bad state, GPU reset needed",
     62: "internal micro-controller halt (PMU): GPU reset needed",
@@ -74,15 +91,26 @@ FATAL_XIDS: Mapping[int, str] = {
     92: "high single-bit ECC error rate: predictor of uncorrectable errors",
     94: "contained ECC error: the affected job was killed; row remap needs a GPU reset",
     95: "uncontained ECC error: every job on the GPU is affected; GPU reset needed",
+    109: "context switch timeout: the GPU stopped switching contexts; GPU reset needed",
+    110: "security fault: GPU reset needed",
     119: "GSP RPC timeout: the GPU System Processor stopped answering (nvidia-smi hangs too)",
     120: "GSP error: fault in the GSP firmware; GPU reset or reboot needed",
+    136: "NVLink training failed: a link did not come up; GPU reset needed",
     140: "unrecovered ECC error: uncorrectable errors the driver could not retire or remap",
+    143: "GPU initialization error: GPU reset needed",
+    155: "NVLink software-defined error: GPU reset needed",
+    156: "resource retirement event: the retirement takes effect only after a GPU reset",
+    158: "GPU fatal timeout: GPU reset needed",
 }
+#: NVLink5 errors (Blackwell): fatal when the driver's own line says so ("Fatal", not "Non-fatal").
+NVLINK5_XIDS = range(144, 151)
+#: Xid 154 names the recovery action the GPU now needs; 0x0 (None) means it needs none again.
+RECOVERY_ACTION_XID = 154
 # Deliberately NOT fatal: application-caused Xids such as 13 (graphics engine exception),
 # 31 (MMU fault / illegal address), 43 (GPU stopped processing) and 45 (preemptive cleanup after
 # a killed process). A buggy job raises them on healthy hardware; replacing the node would churn
 # the fleet without fixing anything. They are logged as warnings. Xid 154 (recovery action
-# changed) is also left out: it reports transitions in both directions (to and from "none").
+# changed) reports transitions in both directions: the last one per GPU decides.
 
 HOT_GPU_C = 85  # above this a warning is logged; alarms on temperature belong to MonitoringStack
 
@@ -91,6 +119,8 @@ _XID_RE = re.compile(
     r"\s*(?P<code>\d+)(?:,\s*(?P<detail>.*))?"
 )
 _NOT_A_NUMBER = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", ""}
+_NVLINK_FATAL_RE = re.compile(r"(?<![-\w])Fatal\b")
+_RECOVERY_RE = re.compile(r"recovery action changed from .*? to (?P<code>0x[0-9A-Fa-f]+)(?: \((?P<name>[^)]*)\))?")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,11 +174,22 @@ class DcgmOutcome:
         return self.error is None and not self.failures
 
 
+@dataclass(frozen=True)
+class FabricInput:
+    """What the Fabric Manager check of an NVSwitch type read: ``nvidia-smi -q`` (by GPU state) or
+    the unit's ``systemctl is-active`` answer (by service); ``None`` where it could not be read."""
+
+    instance_type: str
+    smi_query: SmiResult | None = None
+    service_state: str | None = None
+
+
 @dataclass
 class HealthReport:
     healthy: bool
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    persistence_off: list[int] = field(default_factory=list)  # GPU indices: fixed, not failed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,6 +240,28 @@ def parse_xids(kernel_log: str) -> list[XidEvent]:
             XidEvent(code=int(match["code"]), pci=match["pci"].lower(), detail=(match["detail"] or "").strip())
         )
     return events
+
+
+def parse_fabric_states(text: str) -> dict[str, tuple[str, str]]:
+    """Bus id -> (State, Status) of each GPU's "Fabric" section in ``nvidia-smi -q``."""
+    states: dict[str, tuple[str, str]] = {}
+    bus_id: str | None = None
+    in_fabric = False
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("GPU "):
+            bus_id, in_fabric = line[4:].strip(), False
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        if indent == 4:
+            in_fabric = line.strip() == "Fabric" and bus_id is not None
+            fields = {}
+        elif in_fabric and indent == 8 and ":" in line:
+            key, value = (part.strip() for part in line.split(":", 1))
+            fields[key] = value
+            if bus_id is not None and {"State", "Status"} <= fields.keys():
+                states[bus_id] = (fields["State"], fields["Status"])
+    return states
 
 
 def pci_key(bus_id: str) -> tuple[int, int, int] | None:
@@ -308,12 +371,50 @@ def _table_reasons(table: SmiTable, expected_gpus: int) -> list[str]:
             reasons.append(
                 f"GPU {gpu.index} ({gpu.bus_id}): {gpu.ecc_uncorrected_volatile} uncorrectable volatile ECC errors"
             )
-    not_persistent = [gpu for gpu in table.gpus if gpu.persistence_mode.lower() != "enabled"]
-    if not_persistent:
-        reasons.append(
-            f"persistence mode is not Enabled on GPU {_gpu_list(not_persistent)}; is nvidia-persistenced running?"
-        )
     return reasons
+
+
+def _not_persistent(table: SmiTable) -> list[GpuRow]:
+    return [gpu for gpu in table.gpus if gpu.persistence_mode.lower() != "enabled"]
+
+
+def fabric_check(instance_type: str | None) -> str | None:
+    """How this type's NVSwitch fabric is checked: ``service``, ``gpu-state``, or None (no NVSwitch)."""
+    if instance_type in FABRIC_BY_SERVICE:
+        return "service"
+    if instance_type in FABRIC_BY_GPU_STATE:
+        return "gpu-state"
+    return None
+
+
+def _fabric_reasons(fabric: FabricInput, gpus: list[GpuRow]) -> list[str]:
+    kind = fabric_check(fabric.instance_type)
+    if kind == "service":
+        state = (fabric.service_state or "").strip() or "unknown"
+        if state == "active":
+            return []
+        return [
+            f"{fabric.instance_type} has NVSwitches but {FABRIC_MANAGER_UNIT} is {state}: "
+            "no NVLink between the GPUs until Fabric Manager runs"
+        ]
+    if kind != "gpu-state":
+        return []
+    smi = fabric.smi_query
+    if smi is None or smi.timed_out or smi.not_found or smi.returncode != 0:
+        return [f"{fabric.instance_type} has NVSwitches but nvidia-smi -q did not report the GPUs' fabric state"]
+    states = parse_fabric_states(smi.stdout)
+    if not states:
+        return [f"{fabric.instance_type} has NVSwitches but nvidia-smi -q lists no Fabric section"]
+    by_key = {pci_key(gpu.bus_id): gpu for gpu in gpus}
+    not_ready = []
+    for bus_id, (state, status) in states.items():
+        if (state, status) != ("Completed", "Success"):
+            gpu = by_key.get(pci_key(bus_id))
+            name = f"{gpu.index} ({gpu.bus_id})" if gpu else bus_id
+            not_ready.append(f"{name}: State {state}, Status {status}")
+    if not not_ready:
+        return []
+    return [f"NVSwitch fabric not ready on GPU {'; '.join(not_ready)}: is {FABRIC_MANAGER_UNIT} running?"]
 
 
 def _gpu_for_pci(pci: str, gpus: Iterable[GpuRow]) -> str:
@@ -324,23 +425,38 @@ def _gpu_for_pci(pci: str, gpus: Iterable[GpuRow]) -> str:
     return ""
 
 
+def _fatal_meaning(code: int, details: list[str], fatal: Mapping[int, str]) -> tuple[str | None, str]:
+    """(why it is fatal or None, the kernel line to quote) for all the events of one Xid on one GPU."""
+    if code in fatal:
+        return fatal[code], details[0]
+    if code in NVLINK5_XIDS:
+        worst = next((d for d in details if _NVLINK_FATAL_RE.search(d)), None)
+        if worst is not None:
+            return "NVLink5 error the driver reports as Fatal: GPU reset needed", worst
+    if code == RECOVERY_ACTION_XID:
+        match = _RECOVERY_RE.search(details[-1])
+        if match and int(match["code"], 16) != 0:
+            action = match["name"] or match["code"]
+            return f"the GPU's recovery action is now {action}: it needs that before the next job", details[-1]
+        return None, details[-1]
+    return None, details[0]
+
+
 def _xid_findings(events: list[XidEvent], gpus: list[GpuRow], fatal: Mapping[int, str]) -> tuple[list[str], list[str]]:
     """(reasons, warnings): one line per (Xid, GPU), with how many times it was logged."""
-    counts: dict[tuple[int, str], int] = {}
-    details: dict[tuple[int, str], str] = {}
+    details: dict[tuple[int, str], list[str]] = {}
     for event in events:
-        key = (event.code, event.pci)
-        counts[key] = counts.get(key, 0) + 1
-        details.setdefault(key, event.detail)
+        details.setdefault((event.code, event.pci), []).append(event.detail)
     reasons: list[str] = []
     warnings: list[str] = []
-    for (code, pci), count in counts.items():
-        times = f" [x{count}]" if count > 1 else ""
+    for (code, pci), lines in details.items():
+        times = f" [x{len(lines)}]" if len(lines) > 1 else ""
         where = f"Xid {code} on PCI {pci}{_gpu_for_pci(pci, gpus)}{times}"
-        if code in fatal:
-            reasons.append(f"{where}: {fatal[code]} (kernel: {details[(code, pci)]})")
+        meaning, quoted = _fatal_meaning(code, lines, fatal)
+        if meaning is not None:
+            reasons.append(f"{where}: {meaning} (kernel: {quoted})")
         else:
-            warnings.append(f"{where} (not in the fatal set): {details[(code, pci)]}")
+            warnings.append(f"{where} (not in the fatal set): {quoted}")
     return reasons, warnings
 
 
@@ -353,15 +469,25 @@ def evaluate(
     fatal_xids: Mapping[int, str] = FATAL_XIDS,
     dcgm_required: bool = False,
     smi_timeout_s: float | None = None,
+    fabric: FabricInput | None = None,
 ) -> HealthReport:
-    """Healthy when the driver answers, every expected GPU is seen with no uncorrectable ECC error
-    and persistence mode on, no fatal Xid was logged this boot, and DCGM (where it ran) passed."""
+    """Healthy when the driver answers, every expected GPU is seen with no uncorrectable ECC error,
+    no fatal Xid was logged this boot, the NVSwitch fabric is up (``fabric``: NVSwitch types) and
+    DCGM (where it ran) passed. Persistence mode off is a warning: the caller turns it back on."""
     table = parse_smi_csv(smi.stdout) if not (smi.timed_out or smi.not_found) else SmiTable([], [])
     reasons = _driver_reasons(smi, table, smi_timeout_s)
     warnings: list[str] = []
     driver_answered = smi.returncode == 0 or bool(table.gpus)
+    persistence_off = _not_persistent(table)
     if driver_answered:
         reasons += _table_reasons(table, expected_gpus)
+    if persistence_off:
+        warnings.append(
+            f"persistence mode is not Enabled on GPU {_gpu_list(persistence_off)}; is nvidia-persistenced "
+            f"running? (not a failure: the node turns it on with {' '.join(PERSISTENCE_FIX_COMMAND)})"
+        )
+    if fabric is not None:
+        reasons += _fabric_reasons(fabric, table.gpus)
     warnings += [
         f"GPU {gpu.index} ({gpu.bus_id}) is at {gpu.temperature_c} C"
         for gpu in table.gpus
@@ -377,7 +503,12 @@ def evaluate(
         reasons += [f"DCGM diag level 1: {failure}" for failure in dcgm.failures]
         if dcgm.error:
             (reasons if dcgm_required else warnings).append(dcgm.error)
-    return HealthReport(healthy=not reasons, reasons=reasons, warnings=warnings)
+    return HealthReport(
+        healthy=not reasons,
+        reasons=reasons,
+        warnings=warnings,
+        persistence_off=[gpu.index for gpu in persistence_off],
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,6 +552,71 @@ def run_dcgm_diag(timeout_s: float) -> DcgmOutcome | None:
     if result.timed_out:
         return DcgmOutcome(error=f"dcgmi diag -r 1 did not finish within {timeout_s:g} s")
     return parse_dcgm_json(result.stdout)
+
+
+def resolve_instance_type(args: argparse.Namespace) -> str | None:
+    """``--instance-type``, else IMDS; None (logged) when IMDS cannot say."""
+    if args.instance_type:
+        return args.instance_type
+    try:
+        value = ImdsClient(args.imds_url).get(INSTANCE_TYPE_PATH)
+    except ImdsError as err:
+        LOG.error("cannot read the instance type from IMDS: %s", err)
+        return None
+    return value.strip() if value else None
+
+
+def read_fabric(args: argparse.Namespace, replaying: bool) -> tuple[FabricInput | None, str | None]:
+    """(what the Fabric Manager check reads, or None; a warning when the check is skipped). Replaying
+    recorded nvidia-smi output never runs the live tools: the fabric input is replayed or skipped."""
+    if args.fabric_manager == "off":
+        return None, None
+    if replaying and args.nvidia_smi_q_output is None and args.fabric_manager_state is None:
+        return None, "replayed nvidia-smi output without a recorded fabric state: Fabric Manager check skipped"
+    instance_type = resolve_instance_type(args)
+    if instance_type is None:
+        return None, "instance type unknown: Fabric Manager check skipped"
+    if fabric_check(instance_type) is None:
+        return None, None
+    deadline = time.monotonic() + args.fabric_wait
+    while True:
+        fabric = _read_fabric_once(args, instance_type)
+        replayed = args.nvidia_smi_q_output is not None or args.fabric_manager_state is not None
+        if replayed or not _fabric_reasons(fabric, []) or time.monotonic() >= deadline:
+            return fabric, None
+        LOG.info("NVSwitch fabric not ready yet on %s: checking again in %g s", instance_type, FABRIC_POLL_S)
+        time.sleep(FABRIC_POLL_S)
+
+
+def _read_fabric_once(args: argparse.Namespace, instance_type: str) -> FabricInput:
+    if fabric_check(instance_type) == "service":
+        state = args.fabric_manager_state
+        if state is None:
+            state = run_command(("systemctl", "is-active", FABRIC_MANAGER_UNIT), args.smi_timeout).stdout
+        return FabricInput(instance_type, service_state=state)
+    if args.nvidia_smi_q_output is not None:
+        query = SmiResult(returncode=0, stdout=args.nvidia_smi_q_output.read_text())
+    else:
+        query = run_command(NVIDIA_SMI_QUERY_COMMAND, args.smi_timeout)
+    return FabricInput(instance_type, smi_query=query)
+
+
+def fix_persistence(report: HealthReport, timeout_s: float) -> bool:
+    """Turn persistence mode on (``nvidia-smi -pm 1``, all GPUs); True when nvidia-smi says it did."""
+    result = run_command(PERSISTENCE_FIX_COMMAND, timeout_s)
+    gpus = ", ".join(str(index) for index in report.persistence_off)
+    if result.returncode == 0:
+        LOG.info("persistence mode turned on (GPU %s were off): %s", gpus, _first_line(result.stdout))
+        return True
+    why = "timed out" if result.timed_out else "not found" if result.not_found else f"exited {result.returncode}"
+    LOG.warning(
+        "%s %s: persistence mode stays off on GPU %s: %s",
+        " ".join(PERSISTENCE_FIX_COMMAND),
+        why,
+        gpus,
+        _first_line(result.stderr) or _first_line(result.stdout),
+    )
+    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -568,6 +764,19 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto: run dcgmi diag -r 1 when installed; required: a DCGM that cannot run is a failure",
     )
+    parser.add_argument(
+        "--fabric-manager",
+        choices=("auto", "off"),
+        default="auto",
+        help="auto: on NVSwitch types (p4d, p4de, p5, p5e, p5en) the NVSwitch fabric must be up",
+    )
+    parser.add_argument(
+        "--fabric-wait", type=float, default=60.0, help="seconds to wait for a fabric still coming up (boot)"
+    )
+    parser.add_argument("--instance-type", help="default: from IMDS (only NVSwitch types need it)")
+    parser.add_argument(
+        "--no-fix-persistence", action="store_true", help="only warn when persistence mode is off (nvidia-smi -pm 1)"
+    )
     parser.add_argument("--smi-timeout", type=float, default=30.0)
     parser.add_argument("--dcgm-timeout", type=float, default=180.0)
     replay = parser.add_argument_group("replay recorded outputs instead of running the tools")
@@ -575,10 +784,14 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--nvidia-smi-rc", type=int, default=0)
     replay.add_argument("--kernel-log-file", type=Path)
     replay.add_argument("--dcgm-json", type=Path)
+    replay.add_argument("--nvidia-smi-q-output", type=Path, help="recorded nvidia-smi -q (Fabric sections)")
+    replay.add_argument("--fabric-manager-state", help=f"recorded systemctl is-active {FABRIC_MANAGER_UNIT}")
     return parser
 
 
 def collect_and_evaluate(args: argparse.Namespace) -> HealthReport:
+    replaying = args.nvidia_smi_output is not None
+    fabric, fabric_skipped = read_fabric(args, replaying)
     if args.nvidia_smi_output is not None:
         smi = SmiResult(returncode=args.nvidia_smi_rc, stdout=args.nvidia_smi_output.read_text())
     else:
@@ -595,7 +808,7 @@ def collect_and_evaluate(args: argparse.Namespace) -> HealthReport:
         dcgm = run_dcgm_diag(args.dcgm_timeout)
         if dcgm is None and args.dcgm == "required":
             dcgm = DcgmOutcome(error="dcgmi is not installed but --dcgm required was given")
-    return evaluate(
+    report = evaluate(
         smi,
         kernel_log,
         args.expected_gpus,
@@ -603,12 +816,21 @@ def collect_and_evaluate(args: argparse.Namespace) -> HealthReport:
         fatal_xids=args.fatal_xids,
         dcgm_required=args.dcgm == "required",
         smi_timeout_s=args.smi_timeout,
+        fabric=fabric,
     )
+    if fabric_skipped:
+        report.warnings.append(fabric_skipped)
+    return report
 
 
 def check_once(args: argparse.Namespace, session: Any = None) -> HealthReport:
     report = collect_and_evaluate(args)
     log_report(report)
+    if report.persistence_off and not args.no_fix_persistence:
+        if args.nvidia_smi_output is not None:
+            LOG.info("replayed nvidia-smi output: persistence mode left as it is")
+        else:
+            fix_persistence(report, args.smi_timeout)
     publish, set_health = not args.no_metric, not args.no_set_health
     if publish or set_health:
         apply_actions(

@@ -243,9 +243,17 @@ DATA_CASES = [
     pytest.param(
         set_("account", 111111111111),
         [
-            'dev.yaml: account: 111111111111 is a number; fix: quote the 12-digit account id ("111111111111") so leading zeros survive'
+            'dev.yaml: account: 111111111111 is a number, not a quoted account id; fix: quote the account id as written ("111111111111")'
         ],
         id="account-unquoted-int",
+    ),
+    pytest.param(
+        set_("account", 11111111111),
+        [
+            "dev.yaml: account: 11111111111 is a number, not a quoted account id; "
+            "fix: write the 12-digit account id as a quoted string"
+        ],
+        id="account-unquoted-int-not-12-digits",  # no guess at the missing digit
     ),
     pytest.param(
         set_("region", "us-east"),
@@ -350,6 +358,14 @@ def _break_first_line(text: str) -> str:
     return "name: dev: oops\n" + rest
 
 
+def _unquoted_account(written: str) -> Callable[[str], str]:
+    def edit(text: str) -> str:
+        (line,) = [line for line in text.splitlines() if line.startswith("account:")]
+        return text.replace(line, f"account: {written}")
+
+    return edit
+
+
 def _tab_on_second_line(text: str) -> str:
     first, rest = text.split("\n", 1)
     return first + "\n\tregion: us-east-1\n" + rest
@@ -378,6 +394,22 @@ TEXT_CASES = [
             "fix: correct the YAML syntax"
         ],
         id="duplicate-key",
+    ),
+    pytest.param(
+        _unquoted_account("011111111111"),
+        [
+            "dev.yaml: account: 011111111111 is read by YAML as the number 1227133513, not as the digits written; "
+            'fix: quote the account id as written ("011111111111")'
+        ],
+        id="account-with-leading-zero-read-as-octal",
+    ),
+    pytest.param(
+        _unquoted_account("0x1f"),
+        [
+            "dev.yaml: account: 0x1f is read by YAML as the number 31, not as the digits written; "
+            'fix: quote the account id as written ("0x1f")'
+        ],
+        id="account-in-hex-notation",
     ),
     pytest.param(
         lambda _text: "",
@@ -533,6 +565,22 @@ def test_app_exits_2_on_zone_outside_region(tmp_path: Path) -> None:
         result,
         f"{conf / 'dev.yaml'}: availability_zones[1]: 'eu-west-1b' is not an availability zone of us-east-1; "
         "fix: use a zone name such as us-east-1a",
+    )
+
+
+def test_app_exits_2_on_octal_account_naming_the_id_as_written(tmp_path: Path) -> None:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    text = dump(valid_dev()).replace("account: '111111111111'", "account: 011111111111")
+    assert "account: 011111111111\n" in text
+    (conf / "dev.yaml").write_text(text, encoding="utf-8")
+
+    result = run_app({"env": "dev", "config_dir": str(conf)}, tmp_path / "out")
+
+    assert_config_failure(
+        result,
+        f"{conf / 'dev.yaml'}: account: 011111111111 is read by YAML as the number 1227133513, not as the digits "
+        'written; fix: quote the account id as written ("011111111111")',
     )
 
 

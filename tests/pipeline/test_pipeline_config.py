@@ -99,7 +99,7 @@ CASES = [
     pytest.param(
         {"account": 444444444444},
         [
-            f'{SHOWN}: account: 444444444444 is a number; fix: quote the 12-digit account id ("444444444444") so leading zeros survive'
+            f'{SHOWN}: account: 444444444444 is a number, not a quoted account id; fix: quote the account id as written ("444444444444")'
         ],
         id="account-number",
     ),

@@ -9,6 +9,7 @@ import pytest
 
 from config.naming import ResourceNames
 from gpu_constructs.cloudwatch_agent import published_metrics
+from gpu_constructs.gpu_fleet import LAUNCH_HOOK_TIMEOUT
 from gpu_constructs.security_alarms import SECURITY_EVENTS
 from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 from tests.synth import StackTemplate, Synth
@@ -20,7 +21,7 @@ ENVS = ["dev", "staging", "prod"]
 
 #: Metrics AWS services publish that the alarms use (namespace -> names), from the services' metric lists.
 AWS_METRICS = {
-    "AWS/AutoScaling": {"GroupDesiredCapacity", "GroupInServiceInstances"},
+    "AWS/AutoScaling": {"GroupDesiredCapacity", "GroupInServiceInstances", "GroupPendingInstances"},
     "AWS/FSx": {"FreeDataStorageCapacity", "DataReadBytes", "DataWriteBytes"},
     "AWS/Events": {"TriggeredRules"},
 }
@@ -82,7 +83,15 @@ def test_fleet_alarms_follow_config(synth: Synth, env: str) -> None:
         assert shortfall["Threshold"] == cfg.alarms.capacity_shortfall.threshold
         assert shortfall["EvaluationPeriods"] == cfg.alarms.capacity_shortfall.evaluation_periods
         assert _period(shortfall) == cfg.alarms.capacity_shortfall.period_minutes * 60
-        assert {m[1] for m in _metrics_of(shortfall)} == {"GroupDesiredCapacity", "GroupInServiceInstances"}
+        assert {m[1] for m in _metrics_of(shortfall)} == {
+            "GroupDesiredCapacity",
+            "GroupInServiceInstances",
+            "GroupPendingInstances",
+        }
+        stalled = alarms[f"{names.prefix}-{fleet.name}-launch-stalled"]
+        assert _period(stalled) == _period(shortfall)
+        assert stalled["EvaluationPeriods"] * _period(stalled) > LAUNCH_HOOK_TIMEOUT.to_seconds()
+        assert {m[1] for m in _metrics_of(stalled)} == {"GroupDesiredCapacity", "GroupInServiceInstances"}
 
 
 def test_defaults_are_the_users_thresholds(synth: Synth) -> None:
@@ -110,9 +119,9 @@ def test_composite_fleet_unhealthy(synth: Synth, env: str) -> None:
         referenced = {alarm_ids[k] for k in alarm_ids if k in rule}
         assert referenced == {
             f"{names.prefix}-{fleet.name}-{k}"
-            for k in ("health-check-failed", "capacity-shortfall", "gpu-temperature-critical")
+            for k in ("health-check-failed", "capacity-shortfall", "launch-stalled", "gpu-temperature-critical")
         }
-        assert rule.count(" OR ") == 2
+        assert rule.count(" OR ") == 3
 
 
 @pytest.mark.parametrize("env", ENVS)
