@@ -19,18 +19,12 @@ from config.naming import ResourceNames
 from gpu_constructs.ami_rollout import AmiRollout, FleetRollout, refresh_preferences
 from gpu_constructs.cloudwatch_agent import NodeLogFile, agent_config, to_json
 from gpu_constructs.gpu_fleet import GpuFleet
+from gpu_constructs.node_logs import NODE_LOGS
 from gpu_constructs.node_user_data import NodeScripts, render_user_data
 from gpu_constructs.platform_vpc import GPU_SUBNET_GROUP
 from stacks.base import PlatformStack
 
 NODE_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "node"
-#: Node logs the CloudWatch agent ships: name -> file on the node.
-NODE_LOGS = {
-    "bootstrap": "/var/log/gpu-platform/bootstrap.log",
-    "gpu-health": "/var/log/gpu-platform/gpu-health.log",
-    "spot-watcher": "/var/log/gpu-platform/spot-watcher.log",
-    "lifecycle-watcher": "/var/log/gpu-platform/lifecycle-watcher.log",
-}
 FSX_MOUNT_POINT = "/fsx"
 
 
@@ -109,7 +103,11 @@ class FleetStack(PlatformStack):
                         "FSX_DNS_NAME": fsx_dns_name,
                         "FSX_MOUNT_NAME": fsx_mount_name,
                         "FSX_MOUNT_POINT": FSX_MOUNT_POINT,
+                        # The checkpoint contract (scripts/node/README.md): a job puts <job>.pid in
+                        # TRAINING_PID_DIR (the watcher units create it) and checkpoints on SIGUSR1
+                        # under CHECKPOINT_DIR/<job>/.
                         "CHECKPOINT_DIR": f"{FSX_MOUNT_POINT}/checkpoints",
+                        "TRAINING_PID_DIR": "/run/gpu-platform/jobs",
                         "EFA_ENABLED": str(fleet.efa).lower(),
                         "CONTAINERS_ENABLED": str(fleet.containers).lower(),
                     },

@@ -4,9 +4,9 @@
 The group's termination lifecycle hook holds a leaving instance in Terminating:Wait; IMDS then
 answers ``Terminated`` on ``/latest/meta-data/autoscaling/target-lifecycle-state`` (``InService``
 before, 404 outside a group). This watcher polls that path every ``--interval`` s; on
-``Terminated`` it runs the checkpoint hook (``checkpoint-hook.sh`` next to it: SIGUSR1 to the
-training process, wait for a new file under the Lustre checkpoint directory, which the file
-system exports to S3), records a lifecycle heartbeat once the hook has run ``--heartbeat-after``
+``Terminated`` it runs the checkpoint hook (``checkpoint-hook.sh`` next to it: SIGUSR1 to each
+training job, wait for its new checkpoint on Lustre, which the file system exports to S3; or, if
+the Spot watcher already asked for this departure, wait for and reuse that request), records a lifecycle heartbeat once the hook has run ``--heartbeat-after``
 seconds and every ``--heartbeat-interval`` seconds after that, and finally completes the hook
 with CONTINUE, whatever the hook's exit status: the instance goes either way, and CONTINUE only
 ends the wait sooner. It then exits.

@@ -1,4 +1,4 @@
-"""What the node's long-running services share: log lines to the journal, a clean stop on SIGTERM."""
+"""What the node's long-running services share: log lines on stdout, a clean stop on SIGTERM."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from types import FrameType
 
 
 def configure_logging(log: logging.Logger) -> None:
-    """``<service>: LEVEL message`` lines on stdout (systemd writes them to the service's log file)."""
+    """``<service>: LEVEL message`` lines on stdout: the unit's ``StandardOutput=append:`` file under
+    /var/log/gpu-platform, which the CloudWatch agent ships."""
     if log.handlers:
         return
     handler = logging.StreamHandler(sys.stdout)

@@ -139,3 +139,30 @@ class FakeImds(LoopbackServer):
                 pass
 
         return Handler
+
+
+UNIT_DIR = NODE_DIR / "systemd"
+
+
+def read_unit(path: Path) -> dict[str, dict[str, list[str]]]:
+    """A systemd unit file as section -> key -> values (in file order; comments and blanks dropped)."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] = {}
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        key, sep, value = line.partition("=")
+        assert sep, f"{path.name}: not a key=value line: {line}"
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+def unit_output_file(path: Path) -> str | None:
+    """The file a unit appends its stdout to (``StandardOutput=append:<file>``), if any."""
+    service = read_unit(path).get("Service", {})
+    (output,) = service.get("StandardOutput", ["journal"])
+    return output.removeprefix("append:") if output.startswith("append:") else None

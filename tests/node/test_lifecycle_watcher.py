@@ -22,6 +22,7 @@ from moto import mock_aws
 
 from tests.node.fake_aws import FakeAws, LifecycleFleet
 from tests.node.helpers import NODE_DIR, FakeImds
+from tests.node.training_job import TrainingJob
 
 # isort: split
 # Importable once tests.node.helpers has put scripts/node on sys.path.
@@ -240,45 +241,19 @@ def test_default_hook_is_the_checkpoint_script_next_to_the_watcher() -> None:
 # the command line, as the unit runs it: real checkpoint hook, moto-backed endpoint
 # ---------------------------------------------------------------------------------------------
 
-# Checkpoints 0.4 s after SIGUSR1 (long enough for a heartbeat at 0.1 s); touches <ready> once
-# its handler is installed.
-SLOW_TRAINER = """
-import pathlib, signal, sys, time
-checkpoint_dir, ready = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-asked = []
-signal.signal(signal.SIGUSR1, lambda signum, frame: asked.append(time.monotonic()))
-ready.touch()
-deadline = time.monotonic() + 20
-while time.monotonic() < deadline:
-    if asked and time.monotonic() - asked[0] > 0.4:
-        (checkpoint_dir / "step-000200").mkdir()
-        (checkpoint_dir / "step-000200" / "model.pt").write_bytes(b"weights")
-        break
-    time.sleep(0.01)
-"""
-
 
 @pytest.fixture
-def trainer(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    checkpoints = tmp_path / "checkpoints"
-    checkpoints.mkdir()
-    ready = tmp_path / "ready"
-    process = subprocess.Popen([sys.executable, "-c", SLOW_TRAINER, str(checkpoints), str(ready)])
-    pid_file = tmp_path / "training.pid"
-    pid_file.write_text(f"{process.pid}\n")
-    deadline = time.monotonic() + 5
-    while not ready.exists():
-        assert time.monotonic() < deadline, "the stand-in trainer did not start"
-        time.sleep(0.01)
-    yield checkpoints, pid_file
-    process.kill()
-    process.wait(timeout=5)
+def job(tmp_path: Path) -> Iterator[TrainingJob]:
+    """A job that checkpoints 0.4 s after SIGUSR1: long enough for a heartbeat at 0.1 s."""
+    (tmp_path / "run" / "jobs").mkdir(parents=True)
+    (tmp_path / "checkpoints").mkdir()
+    with TrainingJob(tmp_path / "run" / "jobs", tmp_path / "checkpoints", delay=0.4) as started:
+        yield started
 
 
 def test_cli_terminated_checkpoints_with_heartbeats_then_completes_the_terminate_hook(
-    trainer: tuple[Path, Path],
+    job: TrainingJob, tmp_path: Path
 ) -> None:
-    checkpoints, pid_file = trainer
     with mock_aws():
         fleet = LifecycleFleet()
         fleet.states[fleet.instance_id] = "InService"
@@ -289,8 +264,9 @@ def test_cli_terminated_checkpoints_with_heartbeats_then_completes_the_terminate
             env = {
                 **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TRAINING_", "CHECKPOINT_"))},
                 **aws.client_env(),
-                "TRAINING_PID_FILE": str(pid_file),
-                "CHECKPOINT_DIR": str(checkpoints),
+                "TRAINING_PID_DIR": str(job.pid_file.parent),
+                "CHECKPOINT_STATE_DIR": str(tmp_path / "run"),
+                "CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
                 "CHECKPOINT_TIMEOUT": "10",
                 "CHECKPOINT_POLL": "0.05",
             }
@@ -311,7 +287,7 @@ def test_cli_terminated_checkpoints_with_heartbeats_then_completes_the_terminate
             )
 
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert (checkpoints / "step-000200" / "model.pt").exists()
+    assert job.checkpoint_files() == ["step-000001.pt"]
     params = {"LifecycleHookName": fleet.terminate_hook, "AutoScalingGroupName": fleet.asg_name}
     params["InstanceId"] = fleet.instance_id
     version = {"Version": "2011-01-01"}

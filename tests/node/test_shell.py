@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.helpers import NODE_DIR, ROOT
+from tests.node.helpers import NODE_DIR, ROOT, UNIT_DIR, read_unit
 
 # isort: split
 # Importable once tests.node.helpers has put scripts/node on sys.path.
@@ -22,7 +22,6 @@ import lifecycle_watcher
 import spot_watcher
 
 SHELLCHECK = Path(sys.executable).with_name("shellcheck")
-UNIT_DIR = NODE_DIR / "systemd"
 SHELL_SCRIPTS = sorted(NODE_DIR.rglob("*.sh"))
 UNIT_FILES = sorted(path for path in UNIT_DIR.iterdir() if path.suffix in (".service", ".timer"))
 PARSERS: dict[str, argparse.ArgumentParser] = {
@@ -41,22 +40,6 @@ SAMPLE_ENV = {
 BOOTSTRAP = NODE_DIR / "bootstrap.sh"
 PYTHON_SERVICES = [path for path in UNIT_FILES if path.suffix == ".service" and "/usr/bin/python3" in path.read_text()]
 SCRIPT_SERVICES = [path for path in UNIT_FILES if path.suffix == ".service" and path not in PYTHON_SERVICES]
-
-
-def read_unit(path: Path) -> dict[str, dict[str, list[str]]]:
-    sections: dict[str, dict[str, list[str]]] = {}
-    current: dict[str, list[str]] = {}
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = sections.setdefault(line[1:-1], {})
-            continue
-        key, sep, value = line.partition("=")
-        assert sep, f"{path.name}: not a key=value line: {line}"
-        current.setdefault(key.strip(), []).append(value.strip())
-    return sections
 
 
 def installed_to_repo(installed: str) -> Path:
@@ -176,6 +159,56 @@ def test_watchers_restart_on_failure_and_are_sandboxed(name: str) -> None:
     assert service["CapabilityBoundingSet"] == ["CAP_KILL CAP_DAC_READ_SEARCH"]
     assert "remote-fs.target" in unit["Unit"]["After"][0].split()  # stopped before Lustre is unmounted
     assert unit["Install"]["WantedBy"] == ["multi-user.target"]
+
+
+def hook_default(variable: str) -> str:
+    text = (NODE_DIR / "checkpoint-hook.sh").read_text()
+    match = re.search(rf'^readonly {variable}="\$\{{{variable}:-([^}}]*)\}}"$', text, flags=re.M)
+    assert match, f"checkpoint-hook.sh has no overridable {variable}"
+    return match[1]
+
+
+def under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+@pytest.mark.parametrize("name", ["spot-watcher.service", "lifecycle-watcher.service"])
+def test_watcher_sandbox_lets_the_checkpoint_hook_reach_the_contract_paths(name: str) -> None:
+    """What checkpoint-hook.sh reads and writes, as the unit's sandbox lets it (systemd.exec(5))."""
+    service = read_unit(UNIT_DIR / name)["Service"]
+    pid_dir = hook_default("TRAINING_PID_DIR")
+    state_dir = hook_default("CHECKPOINT_STATE_DIR")
+    checkpoint_dir = hook_default("CHECKPOINT_DIR")
+    assert checkpoint_dir == layout.NODE_ENV_OPTIONAL["CHECKPOINT_DIR"]
+    hidden = []
+    if service.get("PrivateTmp") == ["yes"]:
+        hidden += ["/tmp", "/var/tmp"]  # a private /tmp: a job's pid file there is invisible
+    if service.get("ProtectHome") in (["yes"], ["tmpfs"]):
+        hidden += ["/home", "/root", "/run/user"]
+    hidden += [p.lstrip("-") for line in service.get("InaccessiblePaths", []) for p in line.split()]
+    for path in (pid_dir, state_dir, checkpoint_dir):
+        assert not any(under(path, h) for h in hidden), f"{name}: {path} is hidden from the hook"
+    # Written (the lock and the outcome): ProtectSystem=strict leaves only these writable.
+    assert service["ProtectSystem"] == ["strict"]
+    runtime = [f"/run/{d}" for line in service.get("RuntimeDirectory", []) for d in line.split()]
+    writable = runtime + [p.lstrip("-") for line in service.get("ReadWritePaths", []) for p in line.split()]
+    assert any(under(state_dir, w) for w in writable), f"{name}: {state_dir} is read-only for the hook"
+    assert service["RuntimeDirectoryMode"] == ["0755"]  # only root writes the lock and the outcome
+    assert service["RuntimeDirectoryPreserve"] == ["yes"]  # the spot watcher exits; the lock stays
+    # Where jobs write their pid files: created before any job can run, writable by jobs' users.
+    assert under(pid_dir, state_dir) and pid_dir != state_dir
+    assert f"+/usr/bin/install -d -m 1777 {pid_dir}" in service["ExecStartPre"]
+    # Read and signal other users' jobs; nothing else.
+    assert set(service["CapabilityBoundingSet"][0].split()) == {"CAP_KILL", "CAP_DAC_READ_SEARCH"}
+    assert "ReadOnlyPaths" not in service or not any(under(state_dir, p) for p in service["ReadOnlyPaths"])
+
+
+def test_both_watchers_share_the_checkpoint_lock_directory() -> None:
+    keys = ("RuntimeDirectory", "RuntimeDirectoryMode", "RuntimeDirectoryPreserve", "ExecStartPre")
+    spot, lifecycle = (
+        read_unit(UNIT_DIR / n)["Service"] for n in ("spot-watcher.service", "lifecycle-watcher.service")
+    )
+    assert {k: spot[k] for k in keys} == {k: lifecycle[k] for k in keys}
 
 
 def test_lifecycle_watcher_is_not_restarted_after_it_ran_the_hook() -> None:
