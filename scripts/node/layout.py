@@ -49,7 +49,11 @@ NODE_ENV_REQUIRED = (
 )
 """Keys the user data must write to ENV_FILE (EFA_ENABLED and CONTAINERS_ENABLED: true or false)."""
 
-NODE_ENV_OPTIONAL = {"FSX_MOUNT_POINT": "/fsx", "CHECKPOINT_DIR": "/fsx/checkpoints"}
+NODE_ENV_OPTIONAL = {
+    "FSX_MOUNT_POINT": "/fsx",
+    "CHECKPOINT_DIR": "/fsx/checkpoints",
+    "TRAINING_PID_DIR": "/run/gpu-platform/jobs",
+}
 """Keys the user data may write, with the default that applies when they are absent."""
 
 NODE_ENV_WRITTEN_BY_BOOTSTRAP = ("EXPECTED_GPUS",)

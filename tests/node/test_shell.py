@@ -266,7 +266,13 @@ def test_bootstrap_keys_and_units_are_the_layout_contract() -> None:
     assert bootstrap_constant("CONTAINER_RUNTIME_UNIT") == layout.CONTAINER_RUNTIME_UNIT
     assert set(layout.ENABLED_UNITS) <= set(layout.UNITS)
     assert f"{layout.INSTALL_PREFIX}/{BOOTSTRAP.name}" == layout.BOOTSTRAP
-    assert layout.NODE_ENV_OPTIONAL == {"FSX_MOUNT_POINT": "/fsx", "CHECKPOINT_DIR": "/fsx/checkpoints"}
+    assert layout.NODE_ENV_OPTIONAL == {
+        "FSX_MOUNT_POINT": "/fsx",
+        "CHECKPOINT_DIR": "/fsx/checkpoints",
+        "TRAINING_PID_DIR": "/run/gpu-platform/jobs",
+    }
+    hook = (BOOTSTRAP.parent / "checkpoint-hook.sh").read_text()
+    assert f'TRAINING_PID_DIR="${{TRAINING_PID_DIR:-{layout.NODE_ENV_OPTIONAL["TRAINING_PID_DIR"]}}}"' in hook
     assert 'CONF[FSX_MOUNT_POINT]="${CONF[FSX_MOUNT_POINT]:-/fsx}"' in BOOTSTRAP.read_text()
 
 
