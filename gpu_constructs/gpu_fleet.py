@@ -202,20 +202,22 @@ class GpuFleet(Construct):
                 reuse_on_scale_in=fleet.warm_pool.reuse_on_scale_in,
             )
 
-        self.auto_scaling_group.add_lifecycle_hook(
-            "Launch",
-            lifecycle_hook_name=self.launch_hook_name,
-            lifecycle_transition=autoscaling.LifecycleTransition.INSTANCE_LAUNCHING,
-            default_result=autoscaling.DefaultResult.ABANDON,
-            heartbeat_timeout=LAUNCH_HOOK_TIMEOUT,
-        )
-        self.auto_scaling_group.add_lifecycle_hook(
-            "Terminate",
-            lifecycle_hook_name=self.terminate_hook_name,
-            lifecycle_transition=autoscaling.LifecycleTransition.INSTANCE_TERMINATING,
-            default_result=autoscaling.DefaultResult.CONTINUE,
-            heartbeat_timeout=TERMINATE_HOOK_TIMEOUT,
-        )
+        # In the group itself, not AWS::AutoScaling::LifecycleHook resources: CreateAutoScalingGroup adds
+        # these before it launches anything, so even the group's first instances wait in Pending:Wait.
+        cfn_group.lifecycle_hook_specification_list = [
+            autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
+                lifecycle_hook_name=self.launch_hook_name,
+                lifecycle_transition="autoscaling:EC2_INSTANCE_LAUNCHING",
+                default_result="ABANDON",
+                heartbeat_timeout=int(LAUNCH_HOOK_TIMEOUT.to_seconds()),
+            ),
+            autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
+                lifecycle_hook_name=self.terminate_hook_name,
+                lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
+                default_result="CONTINUE",
+                heartbeat_timeout=int(TERMINATE_HOOK_TIMEOUT.to_seconds()),
+            ),
+        ]
 
     def _add_scaling(self, fleet: Fleet, group_name: str, namespace: str) -> None:
         """Dynamic scaling on the fleet's GPU utilization and scheduled actions, from config only:

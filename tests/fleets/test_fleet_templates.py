@@ -207,26 +207,6 @@ def test_capacity_block_fleet(fleet_synth: Synth) -> None:
     assert all("Recurrence" not in a for a in actions)
 
 
-@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
-def test_lifecycle_hooks(synth: Synth, env: str) -> None:
-    stack = fleets_stack(synth, env)
-    hooks = {
-        v["Properties"]["LifecycleHookName"]: v["Properties"]
-        for v in stack.resources("AWS::AutoScaling::LifecycleHook").values()
-    }
-    names = ResourceNames.of(synth.environments[env])
-    for fleet in synth.environments[env].fleets:
-        launch = hooks[f"{names.asg_name(fleet.name)}-launch"]
-        assert launch["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
-        assert launch["DefaultResult"] == "ABANDON"  # no CONTINUE unless the node says it is ready
-        assert launch["HeartbeatTimeout"] == 2700
-        terminate = hooks[f"{names.asg_name(fleet.name)}-terminate"]
-        assert terminate["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
-        assert terminate["DefaultResult"] == "CONTINUE"
-        assert terminate["HeartbeatTimeout"] == 600
-    assert len(hooks) == 2 * len(synth.environments[env].fleets)
-
-
 def _user_data(data: dict) -> str:
     parts = data["UserData"]["Fn::Base64"]
     if isinstance(parts, str):
