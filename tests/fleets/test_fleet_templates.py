@@ -220,8 +220,12 @@ def test_user_data_fetches_scripts_and_runs_bootstrap_under_16kb(synth: Synth, f
         # tokens resolve to at most a few hundred bytes each; leave room for them
         assert len(base64.b64encode(script.encode())) < USER_DATA_LIMIT_BYTES, name
         assert script.startswith("#!/bin/bash\nset -euo pipefail\n")
-        assert "aws s3 cp" in script and "python3 -m zipfile -e" in script
-        assert script.rstrip().endswith("exec /opt/gpu-platform/node/bootstrap.sh")
+        assert '"$aws" s3 cp' in script and "python3 -m zipfile -e" in script
+        # the abandon trap is set before anything can fail, the download retried inside it
+        assert script.index("trap abandon EXIT") < script.index("\nfetch\n")
+        assert "--lifecycle-action-result ABANDON" in script
+        assert script.rstrip().endswith('exec "$node/bootstrap.sh"')
+        assert 'node="${GPU_PLATFORM_NODE_DIR:-/opt/gpu-platform/node}"' in script
         assert "LAUNCH_HOOK_NAME=gpu-platform-" in script and "FSX_DNS_NAME=<token>" in script
 
 
