@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config.base import Strict
 from config.catalog import UnknownInstanceType, efa_layout, efa_sizes, get_instance_type
+from config.fleet_zero import zero_capacity_problems
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 
@@ -357,7 +358,12 @@ class Fleet(Strict):
 
     @model_validator(mode="after")
     def _rules(self) -> Fleet:
-        problems = [*self._efa_problems(), *self._capacity_problems(), *self._elasticity_problems()]
+        problems = [
+            *self._efa_problems(),
+            *self._capacity_problems(),
+            *self._elasticity_problems(),
+            *zero_capacity_problems(self),
+        ]
         if problems:
             raise ValueError("\n".join(problems))
         return self

@@ -24,9 +24,13 @@ class FleetLaunchTemplate(Construct):
     """IMDSv2-only, encrypted gp3, no key pair, no public address.
 
     With ``efa_cards`` (the network card indexes of the layout) the template
-    declares one ``efa`` interface per card, device index 0 on card 0 and 1 on
-    the others, each in the EFA and node groups; without it the node group is set
-    on the template and the instance gets one ordinary interface.
+    declares one EFA device per card, each interface in the EFA and node groups:
+    ``efa`` interfaces (EFA with ENA), device index 0 on card 0 and 1 on the others
+    (p4d and the like); with ``efa_only`` (p5 and later) a plain ENA primary
+    interface (card 0, device 0), then ``efa-only`` interfaces on card 0 device 1
+    and on the other cards device 0, as EC2 recommends for these types. Without
+    ``efa_cards`` the node group is set on the template and the instance gets one
+    ordinary interface.
 
     Attributes:
         launch_template.
@@ -46,6 +50,7 @@ class FleetLaunchTemplate(Construct):
         volumes: Volumes,
         volume_key: kms.IKey,
         containers: bool,
+        efa_only: bool = False,
         capacity_block_id: str | None = None,
         instance_type: str | None = None,
     ) -> None:
@@ -95,23 +100,23 @@ class FleetLaunchTemplate(Construct):
         )
         cfn: ec2.CfnLaunchTemplate = self.launch_template.node.default_child
         if efa_cards:
-            cfn.add_property_override(
-                "LaunchTemplateData.NetworkInterfaces",
-                [
-                    {
-                        "NetworkCardIndex": card,
-                        "DeviceIndex": 0 if card == 0 else 1,
-                        "InterfaceType": "efa",
-                        "Groups": [efa_security_group.security_group_id, node_security_group.security_group_id],
-                        "AssociatePublicIpAddress": False,
-                        "DeleteOnTermination": True,
-                    }
-                    for card in efa_cards
-                ],
-            )
+            groups = [efa_security_group.security_group_id, node_security_group.security_group_id]
+            # No AssociatePublicIpAddress: the GPU subnets map no public address, and EC2 refuses the
+            # setting on a launch with several interfaces.
+            cfn.add_property_override("LaunchTemplateData.NetworkInterfaces", _interfaces(efa_cards, efa_only, groups))
         if capacity_block_id:
             cfn.add_property_override("LaunchTemplateData.InstanceMarketOptions", {"MarketType": "capacity-block"})
             cfn.add_property_override(
                 "LaunchTemplateData.CapacityReservationSpecification",
                 {"CapacityReservationTarget": {"CapacityReservationId": capacity_block_id}},
             )
+
+
+def _interfaces(cards: Sequence[int], efa_only: bool, groups: list[str]) -> list[dict]:
+    def nic(card: int, device: int, kind: str | None) -> dict:
+        spec = {"NetworkCardIndex": card, "DeviceIndex": device, "Groups": groups, "DeleteOnTermination": True}
+        return {**spec, "InterfaceType": kind} if kind else spec
+
+    if not efa_only:
+        return [nic(card, 0 if card == 0 else 1, "efa") for card in cards]
+    return [nic(0, 0, None), *(nic(card, 1 if card == 0 else 0, "efa-only") for card in cards)]

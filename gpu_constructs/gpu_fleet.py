@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -37,6 +38,12 @@ _SPOT_STRATEGY = {
     "capacity-optimized-prioritized": autoscaling.SpotAllocationStrategy.CAPACITY_OPTIMIZED_PRIORITIZED,
     "lowest-price": autoscaling.SpotAllocationStrategy.LOWEST_PRICE,
 }
+
+
+def efa_only_type(item: InstanceType) -> bool:
+    """p5 and later (p5, p5e, p5en, p6...): EC2 recommends an ENA primary interface plus EFA-only ones."""
+    generation = re.match(r"^p(\d+)", item.family)
+    return generation is not None and int(generation.group(1)) >= 5
 
 
 def _iso(moment: datetime) -> str:
@@ -78,15 +85,15 @@ class GpuFleet(Construct):
         # Capacity Blocks and warm pools need a plain launch template: no mixed-instances policy.
         single_template = block is not None or fleet.warm_pool is not None
 
-        # One launch template per EFA interface layout, in preference order.
-        layouts: dict[tuple[int, ...], list[InstanceType]] = {}
+        # One launch template per EFA interface layout (cards, EFA-only style), in preference order.
+        layouts: dict[tuple[tuple[int, ...], bool], list[InstanceType]] = {}
         for item in instance_types:
             cards = tuple(range(item.max_efa_interfaces)) if fleet.efa else ()
-            layouts.setdefault(cards, []).append(item)
-        self.launch_templates: dict[tuple[int, ...], ec2.LaunchTemplate] = {}
-        for cards in layouts:
-            suffix = f"Efa{len(cards)}" if cards else "Standard"
-            self.launch_templates[cards] = FleetLaunchTemplate(
+            layouts.setdefault((cards, bool(cards) and efa_only_type(item)), []).append(item)
+        self.launch_templates: dict[tuple[tuple[int, ...], bool], ec2.LaunchTemplate] = {}
+        for cards, efa_only in layouts:
+            suffix = f"EfaOnly{len(cards)}" if efa_only else f"Efa{len(cards)}" if cards else "Standard"
+            self.launch_templates[cards, efa_only] = FleetLaunchTemplate(
                 self,
                 f"Template{suffix}",
                 machine_image=machine_image,
@@ -95,6 +102,7 @@ class GpuFleet(Construct):
                 node_security_group=node_security_group,
                 efa_security_group=efa_security_group,
                 efa_cards=cards,
+                efa_only=efa_only,
                 volumes=Volumes(root_gib=fleet.root_volume_gib, scratch_gib=fleet.scratch_volume_gib),
                 volume_key=volume_key,
                 containers=fleet.containers,
@@ -128,9 +136,9 @@ class GpuFleet(Construct):
             overrides = [
                 autoscaling.LaunchTemplateOverrides(
                     instance_type=ec2.InstanceType(item.instance_type),
-                    launch_template=self.launch_templates[cards] if len(self.launch_templates) > 1 else None,
+                    launch_template=self.launch_templates[layout] if len(self.launch_templates) > 1 else None,
                 )
-                for cards, items in layouts.items()
+                for layout, items in layouts.items()
                 for item in items
             ]
             # Keep the catalog's preference order across layouts.
@@ -202,20 +210,22 @@ class GpuFleet(Construct):
                 reuse_on_scale_in=fleet.warm_pool.reuse_on_scale_in,
             )
 
-        self.auto_scaling_group.add_lifecycle_hook(
-            "Launch",
-            lifecycle_hook_name=self.launch_hook_name,
-            lifecycle_transition=autoscaling.LifecycleTransition.INSTANCE_LAUNCHING,
-            default_result=autoscaling.DefaultResult.ABANDON,
-            heartbeat_timeout=LAUNCH_HOOK_TIMEOUT,
-        )
-        self.auto_scaling_group.add_lifecycle_hook(
-            "Terminate",
-            lifecycle_hook_name=self.terminate_hook_name,
-            lifecycle_transition=autoscaling.LifecycleTransition.INSTANCE_TERMINATING,
-            default_result=autoscaling.DefaultResult.CONTINUE,
-            heartbeat_timeout=TERMINATE_HOOK_TIMEOUT,
-        )
+        # In the group itself, not AWS::AutoScaling::LifecycleHook resources: CreateAutoScalingGroup adds
+        # these before it launches anything, so even the group's first instances wait in Pending:Wait.
+        cfn_group.lifecycle_hook_specification_list = [
+            autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
+                lifecycle_hook_name=self.launch_hook_name,
+                lifecycle_transition="autoscaling:EC2_INSTANCE_LAUNCHING",
+                default_result="ABANDON",
+                heartbeat_timeout=int(LAUNCH_HOOK_TIMEOUT.to_seconds()),
+            ),
+            autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
+                lifecycle_hook_name=self.terminate_hook_name,
+                lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
+                default_result="CONTINUE",
+                heartbeat_timeout=int(TERMINATE_HOOK_TIMEOUT.to_seconds()),
+            ),
+        ]
 
     def _add_scaling(self, fleet: Fleet, group_name: str, namespace: str) -> None:
         """Dynamic scaling on the fleet's GPU utilization and scheduled actions, from config only:

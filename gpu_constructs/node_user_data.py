@@ -19,6 +19,7 @@ USER_DATA_LIMIT_BYTES = 16 * 1024
 
 INSTALL_PREFIX = "/opt/gpu-platform/node"
 CONFIG_DIR = "/etc/gpu-platform"
+LOG_DIR = "/var/log/gpu-platform"
 #: cloud-init runs these at every boot after the first (on the first, they run before user data).
 PER_BOOT_DIR = "/var/lib/cloud/scripts/per-boot"
 
@@ -47,6 +48,53 @@ def render_node_env(values: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
+#: Download attempts of the node scripts, and the first pause between two (doubled after each).
+FETCH_ATTEMPTS = 5
+FETCH_BACKOFF_SECONDS = 5
+
+
+def _preamble(*, region: str, group: str, hook: str) -> list[str]:
+    """Paths (overridable only to run the script off an instance, in tests) and the EXIT trap that
+    abandons the launch at once when any command fails: without it, a node whose user data failed
+    would wait out the launch hook's heartbeat timeout."""
+    return [
+        "set -euo pipefail",
+        f'etc="${{GPU_PLATFORM_CONFIG_DIR:-{CONFIG_DIR}}}" node="${{GPU_PLATFORM_NODE_DIR:-{INSTALL_PREFIX}}}"',
+        f'logs="${{GPU_PLATFORM_LOG_DIR:-{LOG_DIR}}}" per_boot="${{GPU_PLATFORM_PER_BOOT_DIR:-{PER_BOOT_DIR}}}"',
+        f'imds="${{IMDS_URL:-http://169.254.169.254}}" aws="${{AWS_CLI:-aws}}" backoff="${{FETCH_BACKOFF_S:-{FETCH_BACKOFF_SECONDS}}}"',
+        "abandon() {",
+        "  local rc=$? token id",
+        "  trap - EXIT",
+        '  [ "$rc" -ne 0 ] || exit 0',
+        '  echo "user data failed (status $rc): completing the launch hook with ABANDON" >&2',
+        "  token=$(curl -sf -m 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' \"$imds/latest/api/token\") &&",
+        '    id=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $token" "$imds/latest/meta-data/instance-id") &&',
+        f'    "$aws" autoscaling complete-lifecycle-action --region {region} --auto-scaling-group-name {group}'
+        f' --lifecycle-hook-name {hook} --instance-id "$id" --lifecycle-action-result ABANDON ||',
+        '    echo "ABANDON could not be sent: the hook\'s default result applies at its timeout" >&2',
+        '  exit "$rc"',
+        "}",
+        "trap abandon EXIT",
+        "trap 'exit 143' TERM",
+    ]
+
+
+def _fetch(*, region: str, scripts: NodeScripts) -> list[str]:
+    """The node scripts zip, retried with a doubling pause (the node role's read policy or the S3
+    route may lag the instance by seconds); the last failure falls to the EXIT trap."""
+    return [
+        "fetch() {",
+        f"  local try=1 zip=$node.zip src=s3://{scripts.bucket_name}/{scripts.object_key}",
+        f'  until "$aws" s3 cp --only-show-errors --region {region} "$src" "$zip"; do',
+        f'    [ "$try" -lt {FETCH_ATTEMPTS} ] || return 1',
+        f'    echo "node scripts download failed (attempt $try of {FETCH_ATTEMPTS}); retrying in $((backoff << (try - 1))) s" >&2',
+        '    sleep "$((backoff << (try - 1)))"',
+        "    try=$((try + 1))",
+        "  done",
+        "}",
+    ]
+
+
 def render_user_data(
     *,
     region: str,
@@ -58,28 +106,30 @@ def render_user_data(
 ) -> list[str]:
     """The bash lines of the user data (CDK adds the shebang).
 
+    Any failure, including a download that still fails after its retries, completes the launch
+    hook named in ``node_env`` (``ASG_NAME``, ``LAUNCH_HOOK_NAME``) with ABANDON at once; from
+    ``exec`` on, bootstrap.sh's own trap does.
+
     ``every_boot``: also run the bootstrap at each later boot (cloud-init's per-boot
     scripts). A warm-pool instance is started again from Stopped and must pass its GPU
     check, mount Lustre and complete the launch hook once more before it serves.
     """
-    zip_path = f"{INSTALL_PREFIX}.zip"
     per_boot = (
-        [
-            f"install -d -m 0755 {PER_BOOT_DIR}",
-            f"ln -sf {INSTALL_PREFIX}/bootstrap.sh {PER_BOOT_DIR}/gpu-platform-bootstrap.sh",
-        ]
+        ['install -d -m 0755 "$per_boot"', 'ln -sf "$node/bootstrap.sh" "$per_boot/gpu-platform-bootstrap.sh"']
         if every_boot
         else []
     )
     return [
-        "set -euo pipefail",
-        f"install -d -m 0755 {CONFIG_DIR} {INSTALL_PREFIX} /var/log/gpu-platform",
-        *_heredoc(f"{CONFIG_DIR}/node.env", render_node_env(node_env), "NODE_ENV"),
-        *_heredoc(f"{CONFIG_DIR}/instance-types.json", json.dumps(instance_types, sort_keys=True), "INSTANCE_TYPES"),
-        *_heredoc(f"{CONFIG_DIR}/cloudwatch-agent.json", agent_config_json, "AGENT_CONFIG"),
-        f"aws s3 cp --only-show-errors --region {region} s3://{scripts.bucket_name}/{scripts.object_key} {zip_path}",
-        f"python3 -m zipfile -e {zip_path} {INSTALL_PREFIX}",
-        f"chmod 0755 {INSTALL_PREFIX}/*.sh {INSTALL_PREFIX}/*.py",
+        *_preamble(region=region, group=node_env["ASG_NAME"], hook=node_env["LAUNCH_HOOK_NAME"]),
+        *_fetch(region=region, scripts=scripts),
+        'install -d -m 0755 "$etc" "$node" "$logs"',
+        *_heredoc('"$etc/node.env"', render_node_env(node_env), "NODE_ENV"),
+        *_heredoc('"$etc/instance-types.json"', json.dumps(instance_types, sort_keys=True), "INSTANCE_TYPES"),
+        *_heredoc('"$etc/cloudwatch-agent.json"', agent_config_json, "AGENT_CONFIG"),
+        "fetch",
+        'python3 -m zipfile -e "$node.zip" "$node"',
+        'chmod 0755 "$node"/*.sh "$node"/*.py',
         *per_boot,
-        f"exec {INSTALL_PREFIX}/bootstrap.sh",
+        "shopt -s execfail  # a failed exec returns, and falls to the trap",
+        'exec "$node/bootstrap.sh"',
     ]

@@ -60,7 +60,7 @@ class FleetStack(PlatformStack):
         scripts = s3_assets.Asset(
             self, "NodeScripts", path=str(NODE_SCRIPTS), exclude=["__pycache__", "*.pyc", "README.md"]
         )
-        iam.ManagedPolicy(
+        scripts_read = iam.ManagedPolicy(
             self,
             "NodeScriptsRead",
             description="GPU nodes read the node scripts of this stack's asset",
@@ -144,7 +144,8 @@ class FleetStack(PlatformStack):
                 metrics_namespace=names.metrics_namespace,
             )
             for log_group in self.node_log_groups.values():
-                gpu_fleet.node.add_dependency(log_group)  # the agent cannot create log groups
+                gpu_fleet.auto_scaling_group.node.add_dependency(log_group)  # the agent cannot create log groups
+            gpu_fleet.auto_scaling_group.node.add_dependency(scripts_read)  # no node launches before it can fetch its scripts
             self.fleets[fleet.name] = gpu_fleet
 
         self.ami_rollout = self._ami_rollout(env, names, node_role)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from config import load_environment
 from tests.config.test_config_errors import load_error, valid_dev, write_env
 
 BLOCK = {"id": "cr-0fedcba9876543210", "start": "2026-12-01T11:30:00Z", "end": "2026-12-03T11:30:00Z"}
@@ -25,6 +26,29 @@ def fleet(**changes: Any) -> dict[str, Any]:
     }
     base.update(changes)
     return {k: v for k, v in base.items() if v is not None}
+
+
+NIGHTS_OFF = {
+    "name": "nights-off",
+    "cron": "0 20 * * *",
+    "time_zone": "America/New_York",
+    "min": 0,
+    "max": 4,
+    "desired": 0,
+}
+
+
+def inference(**changes: Any) -> dict[str, Any]:
+    """A valid non-EFA inference fleet of one node, with ``changes`` applied."""
+    base = {
+        "name": "serve",
+        "role": "inference",
+        "instance_types": ["g5.xlarge"],
+        "availability_zones": ["us-east-1a"],
+        "capacity": {"min": 1, "max": 4, "desired": 1},
+    }
+    base.update(changes)
+    return base
 
 
 CASES = [
@@ -310,6 +334,37 @@ CASES = [
         ],
         id="block-with-refresh",
     ),
+    pytest.param(
+        inference(
+            capacity={"min": 0, "max": 4, "desired": 1}, scaling={"target_tracking": {"gpu_utilization_percent": 70}}
+        ),
+        [
+            "dev.yaml: fleets[0].capacity.min: 0 with target_tracking scaling on GPU utilization: scaled in to 0 nodes, the fleet publishes no utilization and never scales out again; fix: set capacity.min to 1 or more, or add a scaling.schedules entry with min >= 1 (e.g. '0 8 * * 1-5', a weekday morning)"
+        ],
+        id="zero-target-tracking-min-0",
+    ),
+    pytest.param(
+        inference(scaling={"step": {}, "schedules": [NIGHTS_OFF]}),
+        [
+            "dev.yaml: fleets[0].scaling.schedules[0]: 'nights-off' can take the fleet to 0 nodes and no schedule raises it again; fix: add a scaling.schedules entry with min >= 1 (e.g. '0 8 * * 1-5', a weekday morning)"
+        ],
+        id="zero-nights-off-without-morning",
+    ),
+    pytest.param(
+        inference(capacity={"min": 0, "max": 4}, scaling={"step": {}, "schedules": [NIGHTS_OFF]}),
+        [
+            "dev.yaml: fleets[0].capacity.min: 0 with step scaling on GPU utilization: scaled in to 0 nodes, the fleet publishes no utilization and never scales out again; fix: set capacity.min to 1 or more, or add a scaling.schedules entry with min >= 1 (e.g. '0 8 * * 1-5', a weekday morning)",
+            "dev.yaml: fleets[0].scaling.schedules[0]: 'nights-off' can take the fleet to 0 nodes and no schedule raises it again; fix: add a scaling.schedules entry with min >= 1 (e.g. '0 8 * * 1-5', a weekday morning)",
+        ],
+        id="zero-step-min-0-and-nights-off",
+    ),
+    pytest.param(
+        inference(scaling={"schedules": [{"name": "weekend", "cron": "0 0 * * 6", "max": 0}]}),
+        [
+            "dev.yaml: fleets[0].scaling.schedules[0]: 'weekend' can take the fleet to 0 nodes and no schedule raises it again; fix: add a scaling.schedules entry with min >= 1 (e.g. '0 8 * * 1-5', a weekday morning)"
+        ],
+        id="zero-schedule-max-0",
+    ),
 ]
 
 
@@ -351,3 +406,26 @@ def test_refresh_defaults_and_who_is_rolled() -> None:
     assert Fleet.model_validate(fleet(refresh={"enabled": False})).rollout is None
     block = fleet(instance_types=["p5.48xlarge"], placement="none", capacity={"min": 2, "max": 2}, capacity_block=BLOCK)
     assert Fleet.model_validate(block).rollout is None
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {"step": {}, "schedules": [NIGHTS_OFF, {"name": "mornings-on", "cron": "0 8 * * 1-5", "min": 1}]},
+        {
+            "target_tracking": {"gpu_utilization_percent": 70},
+            "schedules": [{"name": "up", "cron": "0 8 * * *", "min": 2}],
+        },
+        {"schedules": [{"name": "no-change-of-size", "cron": "0 8 * * *", "max": 4}]},
+    ],
+    ids=["nights-off-and-mornings-on", "min-0-with-a-raising-schedule", "schedule-never-to-0"],
+)
+def test_a_fleet_that_comes_back_from_0_is_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scaling: dict[str, Any]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = valid_dev()
+    data["fleets"] = [inference(capacity={"min": 0, "max": 4, "desired": 1}, scaling=scaling)]
+    write_env(tmp_path, "dev", data)
+    (loaded,) = load_environment("dev", tmp_path).fleets
+    assert loaded.capacity.min == 0

@@ -54,7 +54,7 @@ EXTRA_FLEETS = [
         "role": "inference",
         "instance_types": ["g5.xlarge"],
         "availability_zones": ["us-east-1a", "us-east-1b"],
-        "capacity": {"min": 0, "max": 4, "desired": 0},
+        "capacity": {"min": 1, "max": 4, "desired": 1},  # target tracking cannot scale out from 0
         "on_demand_percentage_above_base": 100,
         "warm_pool": {"min_size": 1, "max_prepared_capacity": 6},
         "scaling": {"target_tracking": {"gpu_utilization_percent": 60}},

@@ -31,18 +31,36 @@ def _group(stack: StackTemplate, fleet: str) -> dict:
 
 
 def _efa(data: dict) -> list[dict]:
-    return [n for n in data.get("NetworkInterfaces", []) if n.get("InterfaceType") == "efa"]
+    """The interfaces that carry an EFA device (EFA with ENA, or EFA-only)."""
+    return [n for n in data.get("NetworkInterfaces", []) if n.get("InterfaceType") in ("efa", "efa-only")]
 
 
 def test_p4d_template_has_four_efa_interfaces_on_cards_0_to_3(synth: Synth) -> None:
     (data,) = _templates(fleets_stack(synth, "prod"), "training").values()
     efa = _efa(data)
     assert [(n["NetworkCardIndex"], n["DeviceIndex"]) for n in efa] == [(0, 0), (1, 1), (2, 1), (3, 1)]
+    assert {n["InterfaceType"] for n in efa} == {"efa"}  # p4d keeps EFA-with-ENA interfaces
     for nic in efa:
-        assert nic["AssociatePublicIpAddress"] is False
+        assert "AssociatePublicIpAddress" not in nic  # refused with several interfaces; the subnets map none
         outputs = [g["Fn::GetStackOutput"]["OutputName"] for g in nic["Groups"]]
         assert any("EfaSecurityGroup" in o for o in outputs) and any("NodesSecurityGroup" in o for o in outputs)
     assert "SecurityGroupIds" not in data  # groups sit on the interfaces
+
+
+@pytest.mark.parametrize(("fleet", "cards"), [("mixed-efa", 32), ("block", 32)])
+def test_p5_templates_have_an_ena_primary_and_efa_only_interfaces(fleet_synth: Synth, fleet: str, cards: int) -> None:
+    (data,) = [d for d in _templates(fleets_stack(fleet_synth), fleet).values() if len(_efa(d)) == cards]
+    nics = data["NetworkInterfaces"]
+    primary, *rest = nics
+    assert (primary["NetworkCardIndex"], primary["DeviceIndex"]) == (0, 0)
+    assert "InterfaceType" not in primary  # a plain ENA interface: an EFA-only one cannot be primary
+    assert [(n["NetworkCardIndex"], n["DeviceIndex"], n["InterfaceType"]) for n in rest] == [(0, 1, "efa-only")] + [
+        (card, 0, "efa-only") for card in range(1, cards)
+    ]
+    for nic in nics:
+        assert "AssociatePublicIpAddress" not in nic
+        outputs = [g["Fn::GetStackOutput"]["OutputName"] for g in nic["Groups"]]
+        assert any("EfaSecurityGroup" in o for o in outputs) and any("NodesSecurityGroup" in o for o in outputs)
 
 
 def test_g4dn_12xlarge_template_has_one_efa_interface(fleet_synth: Synth) -> None:
@@ -97,8 +115,12 @@ def test_imdsv2_encryption_no_key_pair_no_public_ip_on_every_template(synth: Syn
             assert device["Ebs"]["Encrypted"] is True, name
             assert device["Ebs"]["VolumeType"] == "gp3", name
             assert "KeysDataA2F7C5E6" in json.dumps(device["Ebs"]["KmsKeyId"]), name  # the data key
-        for nic in data["NetworkInterfaces"]:
-            assert nic["AssociatePublicIpAddress"] is False, name
+        nics = data["NetworkInterfaces"]
+        for nic in nics:
+            if len(nics) > 1:
+                assert "AssociatePublicIpAddress" not in nic, name
+            else:
+                assert nic.get("AssociatePublicIpAddress", False) is False, name
         assert "IamInstanceProfile" in data, name
 
 
@@ -207,26 +229,6 @@ def test_capacity_block_fleet(fleet_synth: Synth) -> None:
     assert all("Recurrence" not in a for a in actions)
 
 
-@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
-def test_lifecycle_hooks(synth: Synth, env: str) -> None:
-    stack = fleets_stack(synth, env)
-    hooks = {
-        v["Properties"]["LifecycleHookName"]: v["Properties"]
-        for v in stack.resources("AWS::AutoScaling::LifecycleHook").values()
-    }
-    names = ResourceNames.of(synth.environments[env])
-    for fleet in synth.environments[env].fleets:
-        launch = hooks[f"{names.asg_name(fleet.name)}-launch"]
-        assert launch["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
-        assert launch["DefaultResult"] == "ABANDON"  # no CONTINUE unless the node says it is ready
-        assert launch["HeartbeatTimeout"] == 2700
-        terminate = hooks[f"{names.asg_name(fleet.name)}-terminate"]
-        assert terminate["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
-        assert terminate["DefaultResult"] == "CONTINUE"
-        assert terminate["HeartbeatTimeout"] == 600
-    assert len(hooks) == 2 * len(synth.environments[env].fleets)
-
-
 def _user_data(data: dict) -> str:
     parts = data["UserData"]["Fn::Base64"]
     if isinstance(parts, str):
@@ -240,8 +242,12 @@ def test_user_data_fetches_scripts_and_runs_bootstrap_under_16kb(synth: Synth, f
         # tokens resolve to at most a few hundred bytes each; leave room for them
         assert len(base64.b64encode(script.encode())) < USER_DATA_LIMIT_BYTES, name
         assert script.startswith("#!/bin/bash\nset -euo pipefail\n")
-        assert "aws s3 cp" in script and "python3 -m zipfile -e" in script
-        assert script.rstrip().endswith("exec /opt/gpu-platform/node/bootstrap.sh")
+        assert '"$aws" s3 cp' in script and "python3 -m zipfile -e" in script
+        # the abandon trap is set before anything can fail, the download retried inside it
+        assert script.index("trap abandon EXIT") < script.index("\nfetch\n")
+        assert "--lifecycle-action-result ABANDON" in script
+        assert script.rstrip().endswith('exec "$node/bootstrap.sh"')
+        assert 'node="${GPU_PLATFORM_NODE_DIR:-/opt/gpu-platform/node}"' in script
         assert "LAUNCH_HOOK_NAME=gpu-platform-" in script and "FSX_DNS_NAME=<token>" in script
 
 

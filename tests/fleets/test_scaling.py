@@ -126,9 +126,10 @@ def test_warm_pool(fleet_synth: Synth) -> None:
     assert data["InstanceType"] == "g5.xlarge"
     script = _user_data(data)
     # started again from Stopped, the node runs its bootstrap (GPU check, mount, launch hook) again
-    assert "ln -sf /opt/gpu-platform/node/bootstrap.sh /var/lib/cloud/scripts/per-boot/" in script
+    assert 'ln -sf "$node/bootstrap.sh" "$per_boot/gpu-platform-bootstrap.sh"' in script
+    assert 'per_boot="${GPU_PLATFORM_PER_BOOT_DIR:-/var/lib/cloud/scripts/per-boot}"' in script
     for env, cfg in fleet_synth.environments.items():
         for fleet in cfg.fleets:
             if fleet.warm_pool is None:
                 for other in _templates(fleets_stack(fleet_synth, env), fleet.name).values():
-                    assert "per-boot" not in _user_data(other)
+                    assert "$per_boot/" not in _user_data(other)

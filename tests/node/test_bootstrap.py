@@ -171,41 +171,45 @@ def shared_aws() -> Iterator[FakeAws]:
         yield aws
 
 
+def new_node(tmp_path: Path, aws: FakeAws, imds: FakeImds) -> Node:
+    """A p4d node that passes every step, its files under ``tmp_path``, answering ``imds`` and ``aws``."""
+    fleet = aws.fleet
+    imds.set("/latest/meta-data/instance-id", fleet.instance_id)
+    imds.set("/latest/meta-data/placement/region", fleet.region)
+    etc = tmp_path / "etc"
+    etc.mkdir(exist_ok=True)
+    (etc / "instance-types.json").write_text(json.dumps(INSTANCE_TYPES))
+    (etc / "cloudwatch-agent.json").write_text('{"agent": {"run_as_user": "cwagent"}}')
+    fakes = install_fakes(tmp_path / "bin")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "FAKE_"))},
+        **aws.client_env(),
+        "NODE_ENV_FILE": str(etc / "node.env"),
+        "INSTANCE_TYPES_FILE": str(etc / "instance-types.json"),
+        "CLOUDWATCH_AGENT_CONFIG": str(etc / "cloudwatch-agent.json"),
+        "EFA_NODE_ENV_FILE": str(etc / "efa-node.env"),
+        "PROFILE_SCRIPT": str(tmp_path / "profile.d" / "gpu-platform-nccl.sh"),
+        "BOOTSTRAP_LOG": str(tmp_path / "log" / "gpu-platform" / "bootstrap.log"),
+        "SYSTEMD_UNIT_DIR": str(tmp_path / "systemd-system"),
+        "IMDS_URL": imds.url,
+        "PYTHON_BIN": sys.executable,
+        "SYSTEMCTL_BIN": fakes["systemctl"],
+        "FI_INFO_BIN": fakes["fi_info"],
+        "CLOUDWATCH_AGENT_CTL": fakes["amazon-cloudwatch-agent-ctl"],
+        "LOG_FLUSH_WAIT_S": "0",
+        "FAKE_CALLS": str(tmp_path / "calls.log"),
+    }
+    booted = Node(tmp=tmp_path, imds=imds, aws=aws, env=env)
+    booted.write_node_env()
+    booted.boot_as("p4d.24xlarge", smi=FIXTURES / "p4d_healthy" / "nvidia-smi.out", efa_devices=4)
+    return booted
+
+
 @pytest.fixture
 def node(tmp_path: Path, shared_aws: FakeAws) -> Iterator[Node]:
-    aws = shared_aws
-    aws.reset()
-    fleet = aws.fleet
+    shared_aws.reset()
     with FakeImds() as imds:
-        imds.set("/latest/meta-data/instance-id", fleet.instance_id)
-        imds.set("/latest/meta-data/placement/region", fleet.region)
-        etc = tmp_path / "etc"
-        etc.mkdir()
-        (etc / "instance-types.json").write_text(json.dumps(INSTANCE_TYPES))
-        (etc / "cloudwatch-agent.json").write_text('{"agent": {"run_as_user": "cwagent"}}')
-        fakes = install_fakes(tmp_path / "bin")
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "FAKE_"))},
-            **aws.client_env(),
-            "NODE_ENV_FILE": str(etc / "node.env"),
-            "INSTANCE_TYPES_FILE": str(etc / "instance-types.json"),
-            "CLOUDWATCH_AGENT_CONFIG": str(etc / "cloudwatch-agent.json"),
-            "EFA_NODE_ENV_FILE": str(etc / "efa-node.env"),
-            "PROFILE_SCRIPT": str(tmp_path / "profile.d" / "gpu-platform-nccl.sh"),
-            "BOOTSTRAP_LOG": str(tmp_path / "log" / "gpu-platform" / "bootstrap.log"),
-            "SYSTEMD_UNIT_DIR": str(tmp_path / "systemd-system"),
-            "IMDS_URL": imds.url,
-            "PYTHON_BIN": sys.executable,
-            "SYSTEMCTL_BIN": fakes["systemctl"],
-            "FI_INFO_BIN": fakes["fi_info"],
-            "CLOUDWATCH_AGENT_CTL": fakes["amazon-cloudwatch-agent-ctl"],
-            "LOG_FLUSH_WAIT_S": "0",
-            "FAKE_CALLS": str(tmp_path / "calls.log"),
-        }
-        booted = Node(tmp=tmp_path, imds=imds, aws=aws, env=env)
-        booted.write_node_env()
-        booted.boot_as("p4d.24xlarge", smi=FIXTURES / "p4d_healthy" / "nvidia-smi.out", efa_devices=4)
-        yield booted
+        yield new_node(tmp_path, shared_aws, imds)
 
 
 def lifecycle_call(node: Node, result: str) -> dict[str, str]:

@@ -84,7 +84,7 @@ def test_each_shipped_file_of_every_fleet_has_a_writer_and_each_writer_is_shippe
         for name, path in NODE_LOGS.items():
             assert shipped[path].endswith(f"/{name}") and f"/{env}/" in shipped[path], (where, shipped[path])
         # The directory of every file exists before anything writes: the user data creates it.
-        assert re.search(rf"^install -d -m 0755 .*\s{re.escape(NODE_LOG_DIR)}$", script, flags=re.M), where
+        assert log_dir_made_before_bootstrap(script.splitlines()), where
         assert {str(Path(p).parent) for p in shipped} == {NODE_LOG_DIR}
 
 
@@ -111,16 +111,24 @@ def test_each_service_that_logs_writes_a_file_named_after_it() -> None:
     assert {u.name for u in SERVICES} - set(writers.values()) == {layout.LUSTRE_UNIT}
 
 
+def log_dir_made_before_bootstrap(lines: list[str]) -> bool:
+    """The user data names the node log directory (overridable only for its own test) and creates it
+    before it hands over to the bootstrap."""
+    named = any(f'logs="${{GPU_PLATFORM_LOG_DIR:-{NODE_LOG_DIR}}}"' in line.split() for line in lines)
+    made = [i for i, line in enumerate(lines) if line.startswith("install -d") and '"$logs"' in line.split()]
+    handover = [i for i, line in enumerate(lines) if line.startswith("exec ") and "bootstrap.sh" in line]
+    return named and bool(made) and bool(handover) and made[0] < handover[0]
+
+
 def test_user_data_creates_the_log_directory_before_the_bootstrap() -> None:
     lines = render_user_data(
         region="us-east-1",
-        node_env={"GPU_PLATFORM_ENV": "dev"},
+        node_env={"GPU_PLATFORM_ENV": "dev", "ASG_NAME": "g", "LAUNCH_HOOK_NAME": "g-launch"},
         instance_types={},
         agent_config_json="{}",
         scripts=NodeScripts(bucket_name="b", object_key="k"),
     )
-    made = next(i for i, line in enumerate(lines) if line.startswith("install -d") and NODE_LOG_DIR in line.split())
-    assert made < lines.index(f"exec {layout.BOOTSTRAP}")
+    assert log_dir_made_before_bootstrap(lines)
 
 
 def test_gpu_health_as_its_unit_runs_it_writes_its_shipped_file(tmp_path: Path) -> None:

@@ -1,0 +1,44 @@
+"""Every way a fleet can reach 0 nodes needs a way back.
+
+GPU-utilization scaling (target tracking or step) acts on a metric the nodes publish: at 0 nodes
+there is no datapoint, so it can never scale the fleet out again. What raises a fleet from 0 is a
+scheduled action that sets min >= 1 (Auto Scaling then raises desired to at least min; a schedule
+sets desired only where it gives one). Scheduled actions recur, so any such action comes after
+every action that takes the fleet to 0.
+
+Capacity Block fleets are sized by the block's own start and end actions (0 outside the block on
+purpose) and take no scaling. A fleet without any scaling is sized by its config alone: it
+is where the config puts it, and nothing moves it to 0 on its own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from config.fleets import Fleet
+
+_FIX = "add a scaling.schedules entry with min >= 1 (e.g. '0 8 * * 1-5', a weekday morning)"
+
+
+def zero_capacity_problems(fleet: Fleet) -> list[str]:
+    """One ``@field: ...; fix: ...`` line per way to 0 that nothing comes back from."""
+    scaling = fleet.scaling
+    if fleet.capacity_block is not None or scaling is None:
+        return []
+    if any(action.min is not None and action.min >= 1 for action in scaling.schedules):
+        return []
+    dynamic = "target_tracking" if scaling.target_tracking else "step" if scaling.step else None
+    problems = []
+    if dynamic and fleet.capacity.min == 0:
+        problems.append(
+            f"@capacity.min: 0 with {dynamic} scaling on GPU utilization: scaled in to 0 nodes, the fleet "
+            f"publishes no utilization and never scales out again; fix: set capacity.min to 1 or more, or {_FIX}"
+        )
+    for i, action in enumerate(scaling.schedules):
+        if action.desired == 0 or action.max == 0 or (dynamic and action.min == 0):
+            problems.append(
+                f"@scaling.schedules[{i}]: {action.name!r} can take the fleet to 0 nodes and no schedule raises "
+                f"it again; fix: {_FIX}"
+            )
+    return problems

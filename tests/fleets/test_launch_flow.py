@@ -1,0 +1,117 @@
+"""The launch flow across resources: the synthesized group (its lifecycle hooks, what it waits for),
+that group created in moto with those hooks, the real bootstrap.sh completing the launch hook the
+group names, with the hook and group names the group's own user data gives the node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from config.naming import ResourceNames
+from tests.fleets.conftest import fleets_stack
+from tests.fleets.hooked_group import HookedGroup, hook_specs
+from tests.fleets.test_fleet_templates import _user_data
+from tests.node.fake_aws import FakeAws
+from tests.node.helpers import FakeImds
+from tests.node.test_bootstrap import new_node
+from tests.synth import StackTemplate, Synth
+
+HOOK_KEYS = ("ASG_NAME", "LAUNCH_HOOK_NAME", "TERMINATE_HOOK_NAME")
+
+
+def _groups(stack: StackTemplate) -> dict[str, dict[str, Any]]:
+    return stack.resources("AWS::AutoScaling::AutoScalingGroup")
+
+
+def _node_env_of(stack: StackTemplate, group: dict[str, Any]) -> dict[str, str]:
+    """The literal KEY=value lines of node.env in the user data of the group's launch template."""
+    props = group["Properties"]
+    spec = props.get("LaunchTemplate") or props["MixedInstancesPolicy"]["LaunchTemplate"]["LaunchTemplateSpecification"]
+    template = stack.resources("AWS::EC2::LaunchTemplate")[spec["LaunchTemplateId"]["Ref"]]
+    script = _user_data(template["Properties"]["LaunchTemplateData"])
+    body = script.split("<<'NODE_ENV'\n", 1)[1].split("\nNODE_ENV\n", 1)[0]
+    return dict(line.split("=", 1) for line in body.splitlines() if "<token>" not in line)
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_hooks_are_in_the_group_which_waits_for_the_scripts_policy(synth: Synth, env: str) -> None:
+    stack = fleets_stack(synth, env)
+    assert stack.resources("AWS::AutoScaling::LifecycleHook") == {}  # none created after their group
+    (policy_id,) = [k for k in stack.resources("AWS::IAM::ManagedPolicy") if k.startswith("NodeScriptsRead")]
+    names = ResourceNames.of(synth.environments[env])
+    groups = _groups(stack)
+    assert len(groups) == len(synth.environments[env].fleets)
+    for fleet in synth.environments[env].fleets:
+        (group,) = [g for g in groups.values() if g["Properties"]["AutoScalingGroupName"] == names.asg_name(fleet.name)]
+        assert policy_id in group["DependsOn"]  # launches only once the node role may fetch the scripts
+        specs = {s["LifecycleHookName"]: s for s in hook_specs(group["Properties"])}
+        group_name = names.asg_name(fleet.name)
+        assert specs == {
+            f"{group_name}-launch": {
+                "LifecycleHookName": f"{group_name}-launch",
+                "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+                "HeartbeatTimeout": 2700,
+                "DefaultResult": "ABANDON",  # no CONTINUE unless the node says it is ready
+            },
+            f"{group_name}-terminate": {
+                "LifecycleHookName": f"{group_name}-terminate",
+                "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+                "HeartbeatTimeout": 600,
+                "DefaultResult": "CONTINUE",
+            },
+        }
+        node_env = _node_env_of(stack, group)
+        assert {k: node_env[k] for k in HOOK_KEYS} == {
+            "ASG_NAME": group_name,
+            "LAUNCH_HOOK_NAME": f"{group_name}-launch",
+            "TERMINATE_HOOK_NAME": f"{group_name}-terminate",
+        }
+
+
+def _prod_training(synth: Synth) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    stack = fleets_stack(synth, "prod")
+    name = ResourceNames.of(synth.environments["prod"]).asg_name("training")
+    (group,) = [g for g in _groups(stack).values() if g["Properties"]["AutoScalingGroupName"] == name]
+    return hook_specs(group["Properties"]), _node_env_of(stack, group)
+
+
+@pytest.mark.parametrize(
+    ("efa_devices", "result", "state", "returncode"),
+    [(4, "CONTINUE", "InService", 0), (3, "ABANDON", "Terminating", 1)],
+    ids=["healthy", "failing-efa-step"],
+)
+def test_first_node_of_the_group_waits_until_the_real_bootstrap_completes_its_launch_hook(
+    synth: Synth, tmp_path: Path, efa_devices: int, result: str, state: str, returncode: int
+) -> None:
+    specs, node_env = _prod_training(synth)
+    with mock_aws(), FakeAws(HookedGroup(asg_name=node_env["ASG_NAME"], specs=specs)) as aws, FakeImds() as imds:
+        assert aws.fleet.state == "Pending:Wait"  # the group's very first instance is held
+        node = new_node(tmp_path, aws, imds)
+        node.write_node_env(**{k: node_env[k] for k in HOOK_KEYS})
+        node.env["FAKE_EFA_DEVICES"] = str(efa_devices)  # a p4d shows 4; 3 fails the efa step
+        run = node.run()
+        assert run.returncode == returncode, run.stderr
+        (call,) = [c for c in aws.calls if c["Action"] == "CompleteLifecycleAction"]
+        assert call["LifecycleHookName"] == node_env["LAUNCH_HOOK_NAME"] == specs[0]["LifecycleHookName"]
+        assert call["AutoScalingGroupName"] == node_env["ASG_NAME"]
+        assert call["InstanceId"] == aws.fleet.instance_id
+        assert call["LifecycleActionResult"] == result
+        assert aws.fleet.state == state
+
+
+def test_hooks_created_after_the_group_miss_its_first_node(synth: Synth, tmp_path: Path) -> None:
+    """Why the hooks are in the group: added afterwards, the first node is already InService, its
+    bootstrap cannot hold it (nor abandon it if it were broken)."""
+    specs, node_env = _prod_training(synth)
+    with mock_aws():
+        group = HookedGroup(asg_name=node_env["ASG_NAME"], specs=specs, hooks_after_creation=True)
+        with FakeAws(group) as aws, FakeImds() as imds:
+            assert aws.fleet.state == "InService"
+            node = new_node(tmp_path, aws, imds)
+            node.write_node_env(**{k: node_env[k] for k in HOOK_KEYS})
+            run = node.run()
+            assert run.returncode == 3, run.stderr  # every step passed, CONTINUE refused: nothing was held
+            assert "No active Lifecycle Action" in run.log

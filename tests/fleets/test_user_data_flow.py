@@ -1,0 +1,127 @@
+"""The fleet's user data, rendered as the Fleets stack renders it and run for real (bash): the real
+AWS CLI fetches the node scripts from moto's S3 and talks to the lifecycle endpoint, IMDSv2 is the
+fake one, and the real bootstrap.sh runs from the unpacked zip. Only the paths under / are moved
+under the test's folder (the variables the user data reads for that)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from moto import mock_aws
+
+from gpu_constructs.node_user_data import FETCH_ATTEMPTS, NodeScripts, render_user_data
+from tests.fleets.user_data_env import S3AndLifecycle, install_aws_cli
+from tests.node.fake_aws import LifecycleFleet
+from tests.node.helpers import NODE_DIR, FakeImds
+from tests.node.test_bootstrap import INSTANCE_TYPES, Node, lifecycle_call, new_node
+
+BUCKET = "cdk-hnb659fds-assets-111111111111-us-east-1"
+KEY = "0123abcd.zip"
+
+
+@pytest.fixture(scope="module")
+def aws_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return install_aws_cli(tmp_path_factory.mktemp("awscli"))
+
+
+def scripts_zip() -> bytes:
+    """scripts/node as the stack's asset zips it (no caches, no README)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(NODE_DIR.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.name != "README.md":
+                archive.write(path, path.relative_to(NODE_DIR).as_posix())
+    return buffer.getvalue()
+
+
+@dataclass
+class Boot:
+    node: Node
+    aws: S3AndLifecycle
+    script: Path
+
+    def run(self) -> tuple[subprocess.CompletedProcess[str], float]:
+        started = time.monotonic()
+        done = subprocess.run(
+            ["bash", str(self.script)], env=self.node.env, capture_output=True, text=True, timeout=180, check=False
+        )
+        return done, time.monotonic() - started
+
+
+@pytest.fixture
+def boot(tmp_path: Path, aws_cli: Path) -> Iterator[Boot]:
+    with mock_aws():
+        fleet = LifecycleFleet()
+        s3 = boto3.client("s3", region_name=fleet.region)
+        s3.create_bucket(Bucket=BUCKET)
+        s3.put_object(Bucket=BUCKET, Key=KEY, Body=scripts_zip())
+        with S3AndLifecycle(fleet) as aws, FakeImds() as imds:
+            node = new_node(tmp_path, aws, imds)
+            node_env = dict(line.split("=", 1) for line in node.path("NODE_ENV_FILE").read_text().splitlines())
+            user_data = ec2.UserData.for_linux()
+            user_data.add_commands(
+                *render_user_data(
+                    region=fleet.region,
+                    node_env=node_env,
+                    instance_types=INSTANCE_TYPES,
+                    agent_config_json='{"agent": {"run_as_user": "cwagent"}}',
+                    scripts=NodeScripts(bucket_name=BUCKET, object_key=KEY),
+                )
+            )
+            script = tmp_path / "user-data.sh"
+            script.write_text(user_data.render())
+            for name in ("NODE_ENV_FILE", "INSTANCE_TYPES_FILE", "CLOUDWATCH_AGENT_CONFIG"):
+                node.path(name).unlink()  # the user data writes them
+            node.env.update(
+                GPU_PLATFORM_CONFIG_DIR=str(node.etc),
+                GPU_PLATFORM_NODE_DIR=str(tmp_path / "opt" / "gpu-platform" / "node"),
+                GPU_PLATFORM_LOG_DIR=str(node.path("BOOTSTRAP_LOG").parent),
+                AWS_CLI=str(aws_cli),
+                FETCH_BACKOFF_S="0",
+                PATH=f"{Path(aws_cli).parent}{os.pathsep}{node.env['PATH']}",
+            )
+            yield Boot(node=node, aws=aws, script=script)
+
+
+def test_a_download_that_keeps_failing_abandons_the_launch_at_once(boot: Boot) -> None:
+    boot.aws.deny_reads = 100
+    done, seconds = boot.run()
+    assert done.returncode == 1, done.stderr
+    assert [status for _, _, status in boot.aws.object_reads] == [403] * FETCH_ATTEMPTS  # bounded retries
+    assert f"attempt {FETCH_ATTEMPTS - 1} of {FETCH_ATTEMPTS}" in done.stderr
+    assert boot.aws.calls == [lifecycle_call(boot.node, "ABANDON")]  # instance id from IMDSv2
+    assert boot.aws.fleet.state == "Terminating"
+    assert seconds < 60  # not the hook's 45-minute heartbeat timeout
+    assert not boot.node.path("BOOTSTRAP_LOG").exists()  # the bootstrap never started
+
+
+def test_a_download_that_fails_once_then_succeeds_goes_on_to_the_bootstrap(boot: Boot) -> None:
+    boot.aws.deny_reads = 1
+    boot.node.env["FETCH_BACKOFF_S"] = "1"
+    done, _ = boot.run()
+    assert done.returncode == 0, done.stderr
+    assert f"attempt 1 of {FETCH_ATTEMPTS}); retrying in 1 s" in done.stderr
+    assert [status for method, _, status in boot.aws.object_reads if method == "HEAD"] == [403, 200]
+    assert boot.aws.calls == [lifecycle_call(boot.node, "CONTINUE")]  # by bootstrap.sh, after every step
+    assert boot.aws.fleet.state == "InService"
+    assert "bootstrap complete" in boot.node.path("BOOTSTRAP_LOG").read_text()
+    assert "LAUNCH_HOOK_NAME=" in boot.node.path("NODE_ENV_FILE").read_text()
+
+
+def test_any_other_failure_of_the_user_data_abandons_too(boot: Boot) -> None:
+    boto3.client("s3", region_name=boot.aws.fleet.region).put_object(Bucket=BUCKET, Key=KEY, Body=b"not a zip")
+    done, _ = boot.run()
+    assert done.returncode != 0
+    assert "completing the launch hook with ABANDON" in done.stderr
+    assert boot.aws.calls == [lifecycle_call(boot.node, "ABANDON")]
+    assert boot.aws.fleet.state == "Terminating"
