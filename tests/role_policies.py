@@ -84,6 +84,39 @@ def _is_the_boundary(ref: Any, synth: Synth, stack: StackTemplate) -> bool:
     return output.get("StackName") == f"{stack.env}-Security" and f"Ref{logical_id}" in output.get("OutputName", "")
 
 
+def _generated_role_name(stack_name: str, logical_id: str) -> str:
+    """The name CloudFormation gives a role without RoleName: ``<stack>-<logical id>-<suffix>``."""
+    return f"{stack_name}-{logical_id}-AbCdEf012345"
+
+
+def _role_output(synth: Synth, ref: Any) -> tuple[str, str, str] | None:
+    """(stack, role logical id, "Ref" or "Arn") of a cross-stack reference to a role, else None."""
+    output = ref.get("Fn::GetStackOutput") if isinstance(ref, dict) else None
+    if not output or output.get("StackName") not in synth.stacks:
+        return None
+    stack = synth.stacks[output["StackName"]]
+    for logical_id in stack.resources("AWS::IAM::Role"):
+        if f"Ref{logical_id}" in output["OutputName"]:
+            return stack.name, logical_id, "Ref"
+        if f"FnGetAtt{logical_id}Arn" in output["OutputName"]:
+            return stack.name, logical_id, "Arn"
+    return None
+
+
+def _cross_stack_roles(value: Any, synth: Synth, account: str) -> Any:
+    """Cross-stack references to roles replaced by the role's name or ARN as CloudFormation makes them."""
+    found = _role_output(synth, value)
+    if found:
+        stack_name, logical_id, kind = found
+        name = _generated_role_name(stack_name, logical_id)
+        return name if kind == "Ref" else f"arn:aws:iam::{account}:role/{name}"
+    if isinstance(value, dict):
+        return {k: _cross_stack_roles(v, synth, account) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cross_stack_roles(v, synth, account) for v in value]
+    return value
+
+
 def roles(synth: Synth, env: str) -> list[RolePolicies]:
     """Every role of ``env``'s stacks, each with its identity policies and the environment's boundary.
 
@@ -91,23 +124,31 @@ def roles(synth: Synth, env: str) -> list[RolePolicies]:
     policy whose document this module does not know.
     """
     boundary = boundary_document(synth, env)
-    found = []
-    for stack in (s for s in synth.stacks.values() if s.env == env):
+    account = synth.environments[env].account
+    stacks = [s for s in synth.stacks.values() if s.env == env]
+    # policies by the role they attach to, (stack, logical id), wherever the policy is
+    attached: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for stack in stacks:
         resolver = resolver_for(synth, stack)
-        attached: dict[str, list[dict[str, Any]]] = {}
         for type_ in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
             for policy in stack.resources(type_).values():
                 props = policy["Properties"]
-                for role in props.get("Roles", []):
-                    if isinstance(role, dict) and "Ref" in role:
-                        attached.setdefault(role["Ref"], []).append(resolver.resolve(props["PolicyDocument"]))
+                document = resolver.resolve(_cross_stack_roles(props["PolicyDocument"], synth, account))
+                for ref in props.get("Roles", []):
+                    if isinstance(ref, dict) and "Ref" in ref:
+                        attached.setdefault((stack.name, ref["Ref"]), []).append(document)
+                    elif (target := _role_output(synth, ref)) and target[2] == "Ref":
+                        attached.setdefault(target[:2], []).append(document)
+    found = []
+    for stack in stacks:
+        resolver = resolver_for(synth, stack)
         for logical_id, role in stack.resources("AWS::IAM::Role").items():
             props = role["Properties"]
             assert _is_the_boundary(props.get("PermissionsBoundary"), synth, stack), (
                 f"{stack.name}/{logical_id} does not carry the environment's permissions boundary"
             )
             identity = [resolver.resolve(p["PolicyDocument"]) for p in props.get("Policies", [])]
-            identity += attached.get(logical_id, [])
+            identity += attached.get((stack.name, logical_id), [])
             for arn in props.get("ManagedPolicyArns", []):
                 resolved = _sub(arn, resolver)
                 assert isinstance(resolved, str) and ":iam::aws:policy/" in resolved, (
