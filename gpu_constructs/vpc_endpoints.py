@@ -5,14 +5,44 @@ from __future__ import annotations
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-#: Interface endpoints a GPU node needs with no internet route: Session Manager
-#: (ssm, ssmmessages, ec2messages), container images (ecr.api, ecr.dkr), the
-#: CloudWatch agent (logs, monitoring), credentials (sts), lifecycle hooks and
-#: health (autoscaling), and EC2 describe calls (ec2).
+#: Who on a GPU node calls AWS besides the node scripts (scripts/node, whose boto3 clients and
+#: AWS CLI calls the tests read from the code), and the API endpoints each calls, by the service
+#: name of the endpoint (``com.amazonaws.<region>.<name>``).
+AGENT_CALLS: dict[str, tuple[str, ...]] = {
+    "SSM agent: registration, Session Manager, Run Command": ("ssm", "ssmmessages", "ec2messages"),
+    # The session document sets kmsKeyId: the agent itself asks KMS for the session's data key.
+    "SSM agent: KMS-encrypted Session Manager sessions": ("kms",),
+    # ec2:DescribeTags resolves the AutoScalingGroupName dimension every fleet alarm needs.
+    "CloudWatch agent: logs, metrics, the AutoScalingGroupName dimension": ("logs", "monitoring", "ec2"),
+    "containers (CONTAINERS_ENABLED): image pulls from ECR, layers from S3": ("ecr.api", "ecr.dkr", "s3"),
+    "training jobs' AWS SDKs assuming roles of their own": ("sts",),
+}
+
+#: Boto3 client and AWS CLI service names -> the service name of their endpoint.
+CLIENT_ENDPOINTS: dict[str, str] = {
+    "autoscaling": "autoscaling",
+    "cloudwatch": "monitoring",
+    "ec2": "ec2",
+    "ecr": "ecr.api",
+    "kms": "kms",
+    "logs": "logs",
+    "s3": "s3",
+    "ssm": "ssm",
+    "sts": "sts",
+}
+
+#: Reached through the gateway endpoint on the GPU subnets' route tables, not an interface endpoint.
+GATEWAY_SERVICES = ("s3",)
+
+#: One private-DNS interface endpoint per service a node calls (AGENT_CALLS and the node scripts:
+#: autoscaling for lifecycle hooks and health, monitoring for the GPU health metric), with no
+#: internet route. KMS also serves SecureString parameters and SSE-KMS objects only through the
+#: services that use it (SSM, S3), but encrypted sessions need it directly.
 INTERFACE_SERVICES: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
     "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
     "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
     "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
+    "Kms": ec2.InterfaceVpcEndpointAwsService.KMS,
     "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
     "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
     "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,

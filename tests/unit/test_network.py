@@ -130,6 +130,7 @@ def test_endpoints(synth: Synth, env: str) -> None:
                 "ssm",
                 "ssmmessages",
                 "ec2messages",
+                "kms",
                 "ecr.api",
                 "ecr.dkr",
                 "logs",
