@@ -9,7 +9,7 @@ existing parameter (a value Image Builder already wrote) is left as it is.
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -17,12 +17,10 @@ from aws_cdk import aws_ssm as ssm
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from gpu_constructs.acknowledge import acknowledge
+from gpu_constructs.sdk_call_resource import sdk_call_resource
 
 #: What PutParameter answers when the name exists and Overwrite is false (SSM API reference).
 ALREADY_EXISTS = "ParameterAlreadyExists"
-#: Construct id of AwsCustomResource's singleton provider function in its stack.
-PROVIDER_ID = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 class AmiParameterSeed(Construct):
@@ -73,68 +71,23 @@ class AmiParameterSeed(Construct):
             physical_resource_id=cr.PhysicalResourceId.of(parameter_name),
             ignore_error_codes_matching=ALREADY_EXISTS,
         )
-        self.resource = cr.AwsCustomResource(
+        self.resource = sdk_call_resource(
             self,
             "PutIfAbsent",
+            purpose="PutParameter on the one AMI parameter and DescribeImages, nothing else",
             on_create=put_if_absent,
-            policy=cr.AwsCustomResourcePolicy.from_statements(
-                [
-                    iam.PolicyStatement(
-                        sid="PutTheAmiParameterOnly", actions=["ssm:PutParameter"], resources=[self.parameter_arn]
-                    ),
-                    iam.PolicyStatement(
-                        sid="ValidateTheAmiId",
-                        actions=["ec2:DescribeImages"],  # Parameter Store's aws:ec2:image check; no resource types
-                        resources=["*"],
-                    ),
-                ]
-            ),
-            install_latest_aws_sdk=False,  # the Lambda runtime's SDK has PutParameter; no download at deploy
-            log_group=logs.LogGroup(
-                self,
-                "ProviderLogs",
-                encryption_key=logs_key,
-                retention=log_retention,
-                removal_policy=RemovalPolicy.DESTROY,
-            ),
+            statements=[
+                iam.PolicyStatement(
+                    sid="PutTheAmiParameterOnly", actions=["ssm:PutParameter"], resources=[self.parameter_arn]
+                ),
+                iam.PolicyStatement(
+                    sid="ValidateTheAmiId",
+                    actions=["ec2:DescribeImages"],  # Parameter Store's aws:ec2:image check; no resource types
+                    resources=["*"],
+                ),
+            ],
+            logs_key=logs_key,
+            log_retention=log_retention,
+            wildcard_reason="ec2:DescribeImages has no resource types; Parameter Store requires it of whoever "
+            "creates an aws:ec2:image parameter, and it only reads.",
         )
-        self._acknowledge(stack)
-
-    def _acknowledge(self, stack: Stack) -> None:
-        policy = self.resource.node.find_child("CustomResourcePolicy")
-        acknowledge(
-            policy,
-            "AwsSolutions-IAM5[Resource::*]",
-            "ec2:DescribeImages has no resource types; Parameter Store requires it of whoever creates an "
-            "aws:ec2:image parameter, and it only reads.",
-        )
-        acknowledge(
-            policy,
-            "NIST.800.53.R5-IAMNoInlinePolicy",
-            "AwsCustomResource attaches its call's permissions to its provider's role as this policy: "
-            "PutParameter on the one AMI parameter and DescribeImages, nothing else.",
-        )
-        provider = stack.node.find_child(PROVIDER_ID)
-        acknowledge(
-            provider.node.find_child("ServiceRole"),
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-            "The provider writes its own log lines only; the platform's permissions boundary caps the role, "
-            "and its log group is encrypted with the logs key.",
-        )
-        for rule, reason in (
-            (
-                "NIST.800.53.R5-LambdaConcurrency",
-                "The provider runs once per create of the AMI parameter seed, invoked by CloudFormation only.",
-            ),
-            (
-                "NIST.800.53.R5-LambdaDLQ",
-                "CloudFormation invokes the provider synchronously and reports a failed call as a failed "
-                "stack operation; there is no asynchronous event to keep.",
-            ),
-            (
-                "NIST.800.53.R5-LambdaInsideVPC",
-                "The provider only calls the SSM and EC2 APIs; in isolated environments the VPC has no route "
-                "to Lambda's own dependencies, and it touches nothing inside the VPC.",
-            ),
-        ):
-            acknowledge(provider, rule, reason)

@@ -46,6 +46,7 @@ UNSCOPED_ACTIONS = [
     "ec2:DescribeVolumes",
     "ec2:DescribeSecurityGroups",
     "ec2:DescribeImages",
+    "ec2:DescribePrefixLists",
     "fsx:DescribeFileSystems",
     # the golden AMI's build instance fetches its components
     "imagebuilder:GetComponent",

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
 from constructs import Construct
+
+from gpu_constructs.sdk_call_resource import sdk_call_resource
+
+#: Where DescribePrefixLists answers the prefix list's id.
+PREFIX_LIST_ID_PATH = "PrefixLists.0.PrefixListId"
 
 #: Who on a GPU node calls AWS besides the node scripts (scripts/node, whose boto3 clients and
 #: AWS CLI calls the tests read from the code), and the API endpoints each calls, by the service
@@ -54,13 +64,50 @@ INTERFACE_SERVICES: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
 
 
 class S3GatewayEndpoint(Construct):
-    """S3 gateway endpoint on the given subnets' route tables (no cost, no internet path)."""
+    """S3 gateway endpoint on the given subnets' route tables (no cost, no internet path).
 
-    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, subnets: ec2.SubnetSelection) -> None:
+    Attributes:
+        endpoint; prefix_list_id: the id of the region's S3 prefix list (``com.amazonaws.<region>.s3``),
+        the destination a security group rule names for traffic to the gateway. CloudFormation does
+        not return it, so an SDK call (``ec2:DescribePrefixLists``, read-only) looks it up at deploy.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        logs_key: kms.IKey,
+        log_retention: logs.RetentionDays,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.endpoint = vpc.add_gateway_endpoint(
             "Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[subnets]
         )
+        region = Stack.of(self).region
+        lookup = cr.AwsSdkCall(
+            service="EC2",
+            action="DescribePrefixLists",
+            parameters={"Filters": [{"Name": "prefix-list-name", "Values": [f"com.amazonaws.{region}.s3"]}]},
+            physical_resource_id=cr.PhysicalResourceId.of(f"com.amazonaws.{region}.s3"),
+            output_paths=[PREFIX_LIST_ID_PATH],
+        )
+        self.prefix_list = sdk_call_resource(
+            self,
+            "PrefixList",
+            purpose="the read-only DescribePrefixLists of the region's S3 prefix list",
+            on_create=lookup,
+            on_update=lookup,
+            statements=[
+                iam.PolicyStatement(sid="FindTheS3PrefixList", actions=["ec2:DescribePrefixLists"], resources=["*"])
+            ],
+            logs_key=logs_key,
+            log_retention=log_retention,
+            wildcard_reason="ec2:DescribePrefixLists has no resource types and only reads.",
+        )
+        self.prefix_list_id = self.prefix_list.get_response_field(PREFIX_LIST_ID_PATH)
 
 
 class InterfaceEndpoints(Construct):

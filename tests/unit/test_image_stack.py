@@ -300,7 +300,7 @@ def test_isolated_environments_have_no_pipeline(synth: Synth, env: str) -> None:
     assert stack.resources("AWS::S3::Bucket") == {}
     # the one log group is the AMI parameter seed's provider's
     assert [k for k in stack.resources("AWS::Logs::LogGroup")] == [
-        k for k in stack.json["Resources"] if k.startswith("AmiParameterProviderLogs")
+        k for k in stack.json["Resources"] if k.startswith("AmiParameterPutIfAbsentLogs")
     ]
     assert stack.resources("AWS::IAM::InstanceProfile") == {}
     assert len(stack.resources("Custom::AWS")) == 1

@@ -144,3 +144,76 @@ def test_every_interface_endpoint_has_a_caller(synth: Synth, env: str) -> None:
     stack = synth.stack(env, "Network")
     services = {_service(e["Properties"], cfg.region) for e in stack.resources("AWS::EC2::VPCEndpoint").values()}
     assert services - set(node_calls()) == set()
+
+
+def _node_group(stack: StackTemplate) -> str:
+    (group_id,) = [k for k in stack.resources("AWS::EC2::SecurityGroup") if k.startswith("NodesSecurityGroup")]
+    return group_id
+
+
+def _node_egress(stack: StackTemplate) -> list[dict]:
+    group_id = _node_group(stack)
+    inline = stack.json["Resources"][group_id]["Properties"].get("SecurityGroupEgress", [])
+    separate = [
+        r["Properties"]
+        for r in stack.resources("AWS::EC2::SecurityGroupEgress").values()
+        if _ref(r["Properties"]["GroupId"]) == group_id
+    ]
+    return inline + separate
+
+
+def _https(rule: dict) -> bool:
+    return rule["IpProtocol"] == "tcp" and rule["FromPort"] <= 443 <= rule["ToPort"]
+
+
+def _s3_prefix_list_lookup(stack: StackTemplate, region: str) -> str:
+    """The custom resource whose Create call is DescribePrefixLists of the region's S3 prefix list."""
+    (found,) = [
+        k
+        for k, r in stack.resources("Custom::AWS").items()
+        if '"action":"DescribePrefixLists"' in r["Properties"]["Create"]
+        and f"com.amazonaws.{region}.s3" in r["Properties"]["Create"]
+    ]
+    return found
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_node_call_leaves_the_node_security_group(synth: Synth, env: str) -> None:
+    """The node group sends a call only where its route goes: the endpoints' group, the S3 prefix
+    list, NAT where the environment has it; Lustre inside the VPC; nothing else."""
+    cfg = synth.environments[env]
+    stack = synth.stack(env, "Network")
+    egress = _node_egress(stack)
+    assert not [r for r in egress if r["IpProtocol"] == "-1"], "no all-protocol egress from GPU nodes"
+    to_prefix_list = {
+        _ref(r["DestinationPrefixListId"]) for r in egress if _https(r) and "DestinationPrefixListId" in r
+    }
+    to_groups = {
+        _ref(r["DestinationSecurityGroupId"]) for r in egress if _https(r) and "DestinationSecurityGroupId" in r
+    }
+    to_anywhere = [r for r in egress if _https(r) and r.get("CidrIp") == "0.0.0.0/0"]
+    interface_groups = {
+        _service(e["Properties"], cfg.region): {_ref(g) for g in e["Properties"].get("SecurityGroupIds", [])}
+        for e in stack.resources("AWS::EC2::VPCEndpoint").values()
+    }
+    isolated = cfg.network.egress is EgressMode.ISOLATED
+    assert bool(to_anywhere) is not isolated  # 443 to the internet only through NAT
+    for service in node_calls():
+        if service in GATEWAY_SERVICES:
+            assert _s3_prefix_list_lookup(stack, cfg.region) in to_prefix_list, service
+        elif isolated:
+            assert interface_groups[service] & to_groups, f"{env}: no egress to the {service} endpoint's group"
+        else:
+            assert to_anywhere, service
+    lustre = {
+        (r["FromPort"], r["ToPort"])
+        for r in egress
+        if r["IpProtocol"] == "tcp" and r.get("CidrIp") == cfg.network.vpc_cidr
+    }
+    assert lustre == {(988, 988), (1018, 1023)}
+    other = [
+        r
+        for r in egress
+        if not _https(r) and r.get("CidrIp") != cfg.network.vpc_cidr and not (r.get("FromPort") == 80 and not isolated)
+    ]
+    assert other == []

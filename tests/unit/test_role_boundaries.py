@@ -142,7 +142,10 @@ def _calls(type_: str, properties: dict[str, Any], resolver: Resolver, account: 
             parts = raw["Fn::Join"][1] if isinstance(raw, dict) else [raw]
             call = json.loads("".join("ami-0" if isinstance(p, dict) else p for p in parts))
             service = call["service"].lower()
-            assert service == "ssm" and call["action"] == "PutParameter", f"add the calls of {call}"
+            if (service, call["action"]) == ("ec2", "DescribePrefixLists"):
+                calls[kind] = [Request("ec2:DescribePrefixLists", "*")]
+                continue
+            assert (service, call["action"]) == ("ssm", "PutParameter"), f"add the calls of {call}"
             params = call["parameters"]
             requests = [Request("ssm:PutParameter", f"arn:aws:ssm:{region}:{account}:parameter{params['Name']}")]
             if params.get("DataType") == "aws:ec2:image":
