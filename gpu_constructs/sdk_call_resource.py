@@ -34,6 +34,7 @@ def sdk_call_resource(
     statements: Sequence[iam.PolicyStatement],
     logs_key: kms.IKey,
     log_retention: logs.RetentionDays,
+    log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     wildcard_reason: str = "",
 ) -> cr.AwsCustomResource:
     """``purpose`` says what the call is for (it goes into the acknowledgments); ``wildcard_reason``
@@ -50,7 +51,7 @@ def sdk_call_resource(
             f"{construct_id}Logs",
             encryption_key=logs_key,
             retention=log_retention,
-            removal_policy=RemovalPolicy.DESTROY,
+            removal_policy=log_removal_policy,
         ),
     )
     policy = resource.node.find_child("CustomResourcePolicy")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -81,6 +81,7 @@ class S3GatewayEndpoint(Construct):
         subnets: ec2.SubnetSelection,
         logs_key: kms.IKey,
         log_retention: logs.RetentionDays,
+        log_removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
         self.endpoint = vpc.add_gateway_endpoint(
@@ -105,6 +106,7 @@ class S3GatewayEndpoint(Construct):
             ],
             logs_key=logs_key,
             log_retention=log_retention,
+            log_removal_policy=log_removal_policy,
             wildcard_reason="ec2:DescribePrefixLists has no resource types and only reads.",
         )
         self.prefix_list_id = self.prefix_list.get_response_field(PREFIX_LIST_ID_PATH)

@@ -41,6 +41,7 @@ class NetworkStack(PlatformStack):
             subnets=self.gpu_subnets,
             logs_key=logs_key,
             log_retention=self.log_retention,
+            log_removal_policy=self.removal_policy,
         )
         self.endpoint_security_group = None
         if net.egress is EgressMode.ISOLATED:
