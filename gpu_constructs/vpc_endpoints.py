@@ -2,17 +2,57 @@
 
 from __future__ import annotations
 
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-#: Interface endpoints a GPU node needs with no internet route: Session Manager
-#: (ssm, ssmmessages, ec2messages), container images (ecr.api, ecr.dkr), the
-#: CloudWatch agent (logs, monitoring), credentials (sts), lifecycle hooks and
-#: health (autoscaling), and EC2 describe calls (ec2).
+from gpu_constructs.sdk_call_resource import sdk_call_resource
+
+#: Where DescribePrefixLists answers the prefix list's id.
+PREFIX_LIST_ID_PATH = "PrefixLists.0.PrefixListId"
+
+#: Who on a GPU node calls AWS besides the node scripts (scripts/node, whose boto3 clients and
+#: AWS CLI calls the tests read from the code), and the API endpoints each calls, by the service
+#: name of the endpoint (``com.amazonaws.<region>.<name>``).
+AGENT_CALLS: dict[str, tuple[str, ...]] = {
+    "SSM agent: registration, Session Manager, Run Command": ("ssm", "ssmmessages", "ec2messages"),
+    # The session document sets kmsKeyId: the agent itself asks KMS for the session's data key.
+    "SSM agent: KMS-encrypted Session Manager sessions": ("kms",),
+    # ec2:DescribeTags resolves the AutoScalingGroupName dimension every fleet alarm needs.
+    "CloudWatch agent: logs, metrics, the AutoScalingGroupName dimension": ("logs", "monitoring", "ec2"),
+    "containers (CONTAINERS_ENABLED): image pulls from ECR, layers from S3": ("ecr.api", "ecr.dkr", "s3"),
+    "training jobs' AWS SDKs assuming roles of their own": ("sts",),
+}
+
+#: Boto3 client and AWS CLI service names -> the service name of their endpoint.
+CLIENT_ENDPOINTS: dict[str, str] = {
+    "autoscaling": "autoscaling",
+    "cloudwatch": "monitoring",
+    "ec2": "ec2",
+    "ecr": "ecr.api",
+    "kms": "kms",
+    "logs": "logs",
+    "s3": "s3",
+    "ssm": "ssm",
+    "sts": "sts",
+}
+
+#: Reached through the gateway endpoint on the GPU subnets' route tables, not an interface endpoint.
+GATEWAY_SERVICES = ("s3",)
+
+#: One private-DNS interface endpoint per service a node calls (AGENT_CALLS and the node scripts:
+#: autoscaling for lifecycle hooks and health, monitoring for the GPU health metric), with no
+#: internet route. KMS also serves SecureString parameters and SSE-KMS objects only through the
+#: services that use it (SSM, S3), but encrypted sessions need it directly.
 INTERFACE_SERVICES: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
     "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
     "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
     "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
+    "Kms": ec2.InterfaceVpcEndpointAwsService.KMS,
     "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
     "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
     "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
@@ -24,13 +64,52 @@ INTERFACE_SERVICES: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
 
 
 class S3GatewayEndpoint(Construct):
-    """S3 gateway endpoint on the given subnets' route tables (no cost, no internet path)."""
+    """S3 gateway endpoint on the given subnets' route tables (no cost, no internet path).
 
-    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, subnets: ec2.SubnetSelection) -> None:
+    Attributes:
+        endpoint; prefix_list_id: the id of the region's S3 prefix list (``com.amazonaws.<region>.s3``),
+        the destination a security group rule names for traffic to the gateway. CloudFormation does
+        not return it, so an SDK call (``ec2:DescribePrefixLists``, read-only) looks it up at deploy.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        logs_key: kms.IKey,
+        log_retention: logs.RetentionDays,
+        log_removal_policy: RemovalPolicy,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.endpoint = vpc.add_gateway_endpoint(
             "Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[subnets]
         )
+        region = Stack.of(self).region
+        lookup = cr.AwsSdkCall(
+            service="EC2",
+            action="DescribePrefixLists",
+            parameters={"Filters": [{"Name": "prefix-list-name", "Values": [f"com.amazonaws.{region}.s3"]}]},
+            physical_resource_id=cr.PhysicalResourceId.of(f"com.amazonaws.{region}.s3"),
+            output_paths=[PREFIX_LIST_ID_PATH],
+        )
+        self.prefix_list = sdk_call_resource(
+            self,
+            "PrefixList",
+            purpose="the read-only DescribePrefixLists of the region's S3 prefix list",
+            on_create=lookup,
+            on_update=lookup,
+            statements=[
+                iam.PolicyStatement(sid="FindTheS3PrefixList", actions=["ec2:DescribePrefixLists"], resources=["*"])
+            ],
+            logs_key=logs_key,
+            log_retention=log_retention,
+            log_removal_policy=log_removal_policy,
+            wildcard_reason="ec2:DescribePrefixLists has no resource types and only reads.",
+        )
+        self.prefix_list_id = self.prefix_list.get_response_field(PREFIX_LIST_ID_PATH)
 
 
 class InterfaceEndpoints(Construct):

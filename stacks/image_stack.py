@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnResource, RemovalPolicy
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
-from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from config import Environment, ImageSharing
@@ -19,6 +18,7 @@ from config.image import COMPONENTS
 from config.loader import safe_load
 from config.naming import ResourceNames
 from config.sharing import DISTRIBUTION_ROLE_NAME
+from gpu_constructs.ami_parameter_seed import AmiParameterSeed
 from gpu_constructs.hardened_bucket import HardenedBucket, log_lifecycle
 from gpu_constructs.image_builder_role import BuildAccess, ImageBuilderInstanceRole
 from gpu_constructs.image_component import ImageComponent, strip_leading_comments
@@ -42,8 +42,8 @@ TEST_TIMEOUT_MINUTES = 120
 class ImageStack(PlatformStack):
     """The golden AMI of one environment: built here, or received from the building environment.
 
-    Attributes: ``ami_parameter`` (``/imagebuilder/gpu-platform/<env>/ami/latest``, data type
-    ``aws:ec2:image``, in every environment); where the environment builds (``image.build``):
+    Attributes: ``ami_parameter`` (AmiParameterSeed: ``/imagebuilder/gpu-platform/<env>/ami/latest``,
+    data type ``aws:ec2:image``, in every environment, created if absent and never owned by the template); where the environment builds (``image.build``):
     ``key`` (ImageKey), ``components`` (component key -> ImageComponent, in recipe order),
     ``recipe``, ``log_bucket``, ``builder_role``, ``infrastructure``, ``distribution``,
     ``pipeline``; where it receives another account's AMIs: ``copy_role`` (ImageCopyRole). What
@@ -83,16 +83,18 @@ class ImageStack(PlatformStack):
         )
         names = ResourceNames.of(env)
         image = env.image
-        # The first deploy needs an AMI before any golden image exists: the parameter starts
-        # with the public Deep Learning AMI (resolved by CloudFormation at deploy time);
-        # the image pipeline's distribution overwrites it with each new build.
-        self.ami_parameter = ssm.StringParameter(
+        # The first deploy needs an AMI before any golden image exists: the parameter is created
+        # with the public Deep Learning AMI if it is absent, and never written by CloudFormation
+        # again: each build's distribution overwrites it (a template-owned value would be reset
+        # by any update of the resource, and the rollout would follow it back).
+        self.ami_parameter = AmiParameterSeed(
             self,
             "AmiParameter",
             parameter_name=names.ami_parameter,
-            string_value=f"{{{{resolve:ssm:{image.bootstrap_ami_parameter}}}}}",
-            data_type=ssm.ParameterDataType.AWS_EC2_IMAGE,
+            bootstrap_parameter=image.bootstrap_ami_parameter,
             description=f"GPU platform {env.name}: AMI id of GPU nodes (golden AMI; bootstrap: Deep Learning AMI)",
+            logs_key=logs_key,
+            log_retention=self.log_retention,
         )
         self.components: dict[str, ImageComponent] = {}
         self.recipe: ImageRecipe | None = None
@@ -237,7 +239,7 @@ class ImageStack(PlatformStack):
                 for t in sharing.targets
             ],
         )
-        self.distribution.configuration.add_resource_dependency(_cfn(self.ami_parameter))
+        self.distribution.configuration.node.add_dependency(self.ami_parameter.resource)
         self.pipeline = ImagePipeline(
             self,
             "Pipeline",
@@ -270,9 +272,3 @@ def _first_subnet(vpc: ec2.IVpc, selection: ec2.SubnetSelection) -> str:
         subnet_type=selection.subnet_type,
     )
     return selected.subnet_ids[0]
-
-
-def _cfn(construct: Construct) -> CfnResource:
-    child = construct.node.default_child
-    assert isinstance(child, CfnResource)
-    return child

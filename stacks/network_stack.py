@@ -34,7 +34,15 @@ class NetworkStack(PlatformStack):
         )
         self.vpc = platform_vpc.vpc
         self.gpu_subnets = platform_vpc.gpu_subnets
-        S3GatewayEndpoint(self, "S3Endpoint", vpc=self.vpc, subnets=self.gpu_subnets)
+        s3 = S3GatewayEndpoint(
+            self,
+            "S3Endpoint",
+            vpc=self.vpc,
+            subnets=self.gpu_subnets,
+            logs_key=logs_key,
+            log_retention=self.log_retention,
+            log_removal_policy=self.removal_policy,
+        )
         self.endpoint_security_group = None
         if net.egress is EgressMode.ISOLATED:
             endpoints = InterfaceEndpoints(
@@ -42,4 +50,12 @@ class NetworkStack(PlatformStack):
             )
             self.endpoint_security_group = endpoints.security_group
         self.efa_security_group = EfaSecurityGroup(self, "Efa", vpc=self.vpc).security_group
-        self.node_security_group = NodeSecurityGroup(self, "Nodes", vpc=self.vpc).security_group
+        self.node_security_group = NodeSecurityGroup(
+            self,
+            "Nodes",
+            vpc=self.vpc,
+            vpc_cidr=net.vpc_cidr,
+            s3_prefix_list_id=s3.prefix_list_id,
+            endpoint_security_group=self.endpoint_security_group,
+            internet_egress=net.egress is EgressMode.NAT,
+        ).security_group

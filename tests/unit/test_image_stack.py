@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -35,8 +36,14 @@ def image(synth: Synth, env: str) -> StackTemplate:
     return synth.stack(env, "Image")
 
 
+def _seed_resource(logical_id: str, resource: dict[str, Any]) -> bool:
+    """The AMI parameter seed and its provider (tests/unit/test_ami_parameter_seed.py), left out here."""
+    path = resource.get("Metadata", {}).get("aws:cdk:path", "")
+    return "/AmiParameter/" in path or logical_id.startswith("AWS679f53fac002430cb0da5b7982bd2287")
+
+
 def _one(stack: StackTemplate, type_: str) -> tuple[str, dict[str, Any]]:
-    ((logical_id, resource),) = stack.resources(type_).items()
+    ((logical_id, resource),) = [(k, r) for k, r in stack.resources(type_).items() if not _seed_resource(k, r)]
     return logical_id, resource["Properties"]
 
 
@@ -91,7 +98,7 @@ def test_pipeline_logs_encrypted_with_retention(synth: Synth, env: str) -> None:
     cfg = synth.environments[env]
     stack = image(synth, env)
     _, pipeline = _one(stack, "AWS::ImageBuilder::ImagePipeline")
-    groups = {k: v["Properties"] for k, v in stack.resources("AWS::Logs::LogGroup").items()}
+    groups = {k: v["Properties"] for k, v in stack.resources("AWS::Logs::LogGroup").items() if not _seed_resource(k, v)}
     named = pipeline["LoggingConfiguration"]
     assert {v["Ref"] for v in named.values()} == set(groups)
     names = sorted(g["LogGroupName"] for g in groups.values())
@@ -261,16 +268,20 @@ def test_distribution_writes_the_fleets_parameter_and_tags_versions(synth: Synth
 
 @pytest.mark.parametrize("env", ENVS)
 def test_ami_parameter_bootstraps_from_the_deep_learning_ami(synth: Synth, env: str) -> None:
+    """Seeded by a custom resource (tests/unit/test_ami_parameter_seed.py follows its calls)."""
     cfg = synth.environments[env]
     stack = image(synth, env)
-    param_id, param = _one(stack, "AWS::SSM::Parameter")
-    assert param["Name"] == ResourceNames.of(cfg).ami_parameter
-    assert param["Name"].startswith("/imagebuilder/")  # the one path Image Builder's service-linked role writes
-    assert param["DataType"] == "aws:ec2:image"
-    assert param["Value"] == f"{{{{resolve:ssm:{cfg.image.bootstrap_ami_parameter}}}}}"
+    assert stack.resources("AWS::SSM::Parameter") == {}  # CloudFormation owns no value of it
+    ((seed_id, seed),) = stack.resources("Custom::AWS").items()
+    create = json.dumps(seed["Properties"]["Create"])
+    name = ResourceNames.of(cfg).ami_parameter
+    assert name.startswith("/imagebuilder/")  # the one path Image Builder's service-linked role writes
+    assert f'\\"Name\\":\\"{name}\\"' in create and '\\"DataType\\":\\"aws:ec2:image\\"' in create
+    (ref,) = [p["Ref"] for p in seed["Properties"]["Create"]["Fn::Join"][1] if isinstance(p, dict)]
+    assert stack.json["Parameters"][ref]["Default"] == cfg.image.bootstrap_ami_parameter
     if cfg.image.build:
         dist_id, _ = _one(stack, "AWS::ImageBuilder::DistributionConfiguration")
-        assert param_id in stack.json["Resources"][dist_id]["DependsOn"]
+        assert seed_id in stack.json["Resources"][dist_id]["DependsOn"]
 
 
 def test_only_environments_with_internet_egress_build(synth: Synth) -> None:
@@ -287,9 +298,12 @@ def test_isolated_environments_have_no_pipeline(synth: Synth, env: str) -> None:
     types = {r["Type"] for r in stack.json["Resources"].values()}
     assert not {t for t in types if t.startswith("AWS::ImageBuilder::")}
     assert stack.resources("AWS::S3::Bucket") == {}
-    assert stack.resources("AWS::Logs::LogGroup") == {}
+    # the one log group is the AMI parameter seed's provider's
+    assert [k for k in stack.resources("AWS::Logs::LogGroup")] == [
+        k for k in stack.json["Resources"] if k.startswith("AmiParameterPutIfAbsentLogs")
+    ]
     assert stack.resources("AWS::IAM::InstanceProfile") == {}
-    assert len(stack.resources("AWS::SSM::Parameter")) == 1
+    assert len(stack.resources("Custom::AWS")) == 1
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -493,7 +507,8 @@ def test_builder_role_is_least_privilege(synth: Synth, env: str) -> None:
     _, role = _one(stack, "AWS::IAM::Role")
     assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
     assert "ManagedPolicyArns" not in role and "Policies" not in role  # no AWS managed or inline policy
-    assert stack.resources("AWS::IAM::Policy") == {}
+    # no inline policy on it (the seed's provider has its own role and policy)
+    assert [k for k, v in stack.resources("AWS::IAM::Policy").items() if not _seed_resource(k, v)] == []
     statements = _statements(synth, env)
     assert set(statements) == {
         "CommandChannels",
@@ -528,7 +543,7 @@ def test_builder_role_is_least_privilege(synth: Synth, env: str) -> None:
     assert sorted(key["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]
     assert "KeysLogs" in str(key["Resource"])
     assert key["Condition"] == {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}}
-    groups = stack.resources("AWS::Logs::LogGroup")
+    groups = {k: v for k, v in stack.resources("AWS::Logs::LogGroup").items() if not _seed_resource(k, v)}
     (image_logs,) = [k for k, v in groups.items() if "/pipeline/" not in v["Properties"]["LogGroupName"]]
     assert statements["ImageLogGroup"]["Resource"] == _getatt(image_logs)
     assert sorted(statements["ImageLogGroup"]["Action"]) == ["logs:CreateLogStream", "logs:PutLogEvents"]

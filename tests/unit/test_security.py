@@ -7,6 +7,7 @@ from fnmatch import fnmatchcase
 import pytest
 
 from config.naming import ResourceNames
+from gpu_constructs.permissions_boundary import SCOPED_ACTIONS
 from tests.iam_documents import Resolver
 from tests.synth import StackTemplate, Synth
 
@@ -289,6 +290,10 @@ def test_no_wildcard_action_and_no_unconditioned_star_on_writes(synth: Synth) ->
                         assert st.get("Condition"), (stack.name, logical_id, action)
 
 
+def _as_list(value: object) -> list:
+    return value if isinstance(value, list) else [value]
+
+
 @pytest.mark.parametrize("env", ENVS)
 def test_every_role_carries_the_boundary(synth: Synth, env: str) -> None:
     boundary_id = next(
@@ -301,7 +306,12 @@ def test_every_role_carries_the_boundary(synth: Synth, env: str) -> None:
     assert ceiling["Effect"] == "Allow"
     assert not any(a.startswith(("iam:", "organizations:", "cloudtrail:", "sts:")) for a in ceiling["Action"])
     assert not any(a.endswith("*") for a in ceiling["Action"])
-    # Beyond the ceiling: launch only through launch templates, tag only on launch, pass two named roles.
+    # Beyond the ceiling: data, keys, the AMI parameter, AMI copies and security group rules on the
+    # environment's resources only (tests/unit/test_role_boundaries.py evaluates them), launch only through
+    # launch templates, tag only on launch, pass two named roles.
+    scoped = {sid: statements.pop(sid) for sid in SCOPED_ACTIONS}
+    for sid, statement in scoped.items():
+        assert statement["Effect"] == "Allow" and "*" not in _as_list(statement["Resource"]), sid
     assert sorted(statements) == [
         "LaunchOnlyThroughLaunchTemplates",
         "PassAmiRolloutRoleToSsm",
