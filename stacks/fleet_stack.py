@@ -145,7 +145,8 @@ class FleetStack(PlatformStack):
             )
             for log_group in self.node_log_groups.values():
                 gpu_fleet.auto_scaling_group.node.add_dependency(log_group)  # the agent cannot create log groups
-            gpu_fleet.auto_scaling_group.node.add_dependency(scripts_read)  # no node launches before it can fetch its scripts
+            # No node launches before it can fetch its scripts.
+            gpu_fleet.auto_scaling_group.node.add_dependency(scripts_read)
             self.fleets[fleet.name] = gpu_fleet
 
         self.ami_rollout = self._ami_rollout(env, names, node_role)

@@ -28,7 +28,8 @@ USER_DATA = ROOT / "gpu_constructs" / "node_user_data.py"
 ENVS = ["dev", "staging", "prod"]
 
 _BOTO3_CLIENT = re.compile(r"""\.client\(\s*["']([a-z0-9.-]+)["']""")
-_AWS_CLI = re.compile(r"""(?:^|[\s;|&("'`])aws\s+([a-z0-9-]+)\s""", re.MULTILINE)
+# `aws s3 ...`, or the CLI through a variable as the user data calls it (`"$aws" s3 ...`).
+_AWS_CLI = re.compile(r"""(?:^|[\s;|&("'`])(?:aws|"\$aws"|\$aws|"\$\{aws\}")\s+([a-z0-9-]+)\s""", re.MULTILINE)
 
 
 def _code_lines(path: Path) -> str:
@@ -61,6 +62,8 @@ def test_the_scan_finds_the_node_scripts_calls() -> None:
     assert "scripts/node/gpu_health.py" in calls["autoscaling"]
     assert "scripts/node/lifecycle.py" in calls["autoscaling"]
     assert "gpu_constructs/node_user_data.py" in calls["s3"]
+    # The user data abandons a failed launch itself (complete-lifecycle-action).
+    assert "gpu_constructs/node_user_data.py" in calls["autoscaling"]
     assert {"ssm", "ssmmessages", "ec2messages", "kms", "logs", "monitoring", "ec2"} <= set(calls)
 
 
