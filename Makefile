@@ -48,11 +48,11 @@ lint-templates:
 	$(VENV)/bin/cfn-lint
 	@echo "cfn-lint: $$(find cdk.out -name '*.template.json' | wc -l) templates clean"
 
-## test: the whole suite (one shared synth)
+## test: the whole suite on two workers (pytest-xdist; one shared synth per worker)
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2
 
 lint: setup
 	$(VENV)/bin/ruff check .
