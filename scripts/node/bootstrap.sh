@@ -14,6 +14,9 @@
 #   units             copy systemd/* to /etc/systemd/system, daemon-reload, enable --now
 #                     lifecycle-watcher.service (a node terminated while launching still gets its
 #                     termination hook completed)
+#   scratch           mount-scratch.sh: NVMe instance store (RAID 0 over several disks) or else the
+#                     launch template's scratch EBS volume, formatted only when it holds no file
+#                     system, mounted at /scratch (mode 1777, fstab nofail); no such device: skipped
 #   efa               EFA_ENABLED=true only: efa-node.env + /etc/profile.d/gpu-platform-nccl.sh
 #                     (FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1 on GPUDirect RDMA types,
 #                     NCCL_DEBUG=WARN); `fi_info -p efa` must list as many EFA devices as the type has
@@ -38,7 +41,9 @@
 # IMDS_URL [http://169.254.169.254], PYTHON_BIN [/usr/bin/python3], SYSTEMCTL_BIN [systemctl],
 # FI_INFO_BIN [/opt/amazon/efa/bin/fi_info], CLOUDWATCH_AGENT_CTL [the agent's ctl under
 # /opt/aws/amazon-cloudwatch-agent/bin], GPU_HEALTH_ARGS (extra gpu_health.py flags, split on
-# spaces), LOG_FLUSH_WAIT_S [10: seconds given to the agent to ship the log before ABANDON].
+# spaces), LOG_FLUSH_WAIT_S [10: seconds given to the agent to ship the log before ABANDON]; the
+# scratch step's own (SCRATCH_MOUNT_POINT, FSTAB, LSBLK_BIN, BLKID_BIN, MKFS_BIN, MOUNT_BIN, ...)
+# reach mount-scratch.sh through the environment.
 set -euo pipefail
 umask 022
 
@@ -59,7 +64,7 @@ readonly CLOUDWATCH_AGENT_CTL="${CLOUDWATCH_AGENT_CTL:-/opt/aws/amazon-cloudwatc
 readonly GPU_HEALTH_ARGS="${GPU_HEALTH_ARGS:-}"
 readonly LOG_FLUSH_WAIT_S="${LOG_FLUSH_WAIT_S:-10}"
 
-readonly STEPS=(config identity instance-type cloudwatch-agent units efa gpu-health lustre containers services)
+readonly STEPS=(config identity instance-type cloudwatch-agent units scratch efa gpu-health lustre containers services)
 readonly REQUIRED_KEYS=(GPU_PLATFORM_ENV AWS_REGION FLEET_NAME ASG_NAME LAUNCH_HOOK_NAME TERMINATE_HOOK_NAME
   METRIC_NAMESPACE FSX_DNS_NAME FSX_MOUNT_NAME EFA_ENABLED CONTAINERS_ENABLED)
 readonly BOOLEAN_KEYS=(EFA_ENABLED CONTAINERS_ENABLED)
@@ -279,6 +284,10 @@ step_units() {
   run_logged "$SYSTEMCTL_BIN" enable --now "$LIFECYCLE_WATCHER_UNIT" || return 1
 }
 
+step_scratch() {
+  run_logged bash "$NODE_DIR/mount-scratch.sh"
+}
+
 # Distinct EFA devices in `fi_info -p efa` output: each device shows as domain <dev>-rdm (and
 # <dev>-dgrm), possibly under more than one fabric.
 count_efa_devices() {
@@ -409,6 +418,7 @@ run_step() {
     instance-type) step_instance_type ;;
     cloudwatch-agent) step_cloudwatch_agent ;;
     units) step_units ;;
+    scratch) step_scratch ;;
     efa) step_efa ;;
     gpu-health) step_gpu_health ;;
     lustre) step_lustre ;;

@@ -59,6 +59,13 @@ NODE_ENV_OPTIONAL = {
 NODE_ENV_WRITTEN_BY_BOOTSTRAP = ("EXPECTED_GPUS",)
 """Keys the bootstrap adds to ENV_FILE (from INSTANCE_TYPES_FILE) for gpu-health.service."""
 
+SCRATCH_MOUNT_POINT = "/scratch"
+"""Node-local scratch file system (mode 1777) the bootstrap's scratch step mounts: NVMe instance store
+where the type has it, else the launch template's scratch EBS volume; absent when neither exists."""
+
+SCRATCH_EBS_DEVICE = "/dev/sdb"
+"""DeviceName of the scratch EBS volume in the launch template; mount-scratch.sh finds its NVMe disk by it."""
+
 SYSTEMD_UNIT_DIR = "/etc/systemd/system"
 
 UNITS = (

@@ -16,6 +16,7 @@ import pytest
 from moto import mock_aws
 
 from tests.node.fake_aws import FakeAws, LifecycleFleet
+from tests.node.fake_disks import FakeDisks
 from tests.node.helpers import FIXTURES, NODE_DIR, FakeImds
 
 # isort: split
@@ -29,6 +30,7 @@ STEPS = [
     "instance-type",
     "cloudwatch-agent",
     "units",
+    "scratch",
     "efa",
     "gpu-health",
     "lustre",
@@ -93,6 +95,7 @@ class Node:
     imds: FakeImds
     aws: FakeAws
     env: dict[str, str]
+    disks: FakeDisks
 
     @property
     def fleet(self) -> LifecycleFleet:
@@ -181,6 +184,7 @@ def new_node(tmp_path: Path, aws: FakeAws, imds: FakeImds) -> Node:
     (etc / "instance-types.json").write_text(json.dumps(INSTANCE_TYPES))
     (etc / "cloudwatch-agent.json").write_text('{"agent": {"run_as_user": "cwagent"}}')
     fakes = install_fakes(tmp_path / "bin")
+    disks = FakeDisks(tmp_path)  # the root disk only: no scratch device unless a test adds one
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "FAKE_"))},
         **aws.client_env(),
@@ -198,8 +202,9 @@ def new_node(tmp_path: Path, aws: FakeAws, imds: FakeImds) -> Node:
         "CLOUDWATCH_AGENT_CTL": fakes["amazon-cloudwatch-agent-ctl"],
         "LOG_FLUSH_WAIT_S": "0",
         "FAKE_CALLS": str(tmp_path / "calls.log"),
+        **disks.install(tmp_path / "bin"),
     }
-    booted = Node(tmp=tmp_path, imds=imds, aws=aws, env=env)
+    booted = Node(tmp=tmp_path, imds=imds, aws=aws, env=env, disks=disks)
     booted.write_node_env()
     booted.boot_as("p4d.24xlarge", smi=FIXTURES / "p4d_healthy" / "nvidia-smi.out", efa_devices=4)
     return booted
