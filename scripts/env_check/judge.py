@@ -23,7 +23,8 @@ from scripts.env_check.expectations import Expectations, FleetExpectation
 #: is stable but means the last deploy failed and was undone: a failure here.
 HEALTHY_STACK_STATES = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE"})
 
-#: The data type of an SSM parameter that holds an AMI id (validated by SSM when the parameter is written).
+#: The data type of an SSM parameter that holds an AMI id (SSM checks the value is an available AMI, after
+#: PutParameter returns: a parameter of this type that exists passed that check).
 AMI_DATA_TYPE = "aws:ec2:image"
 
 
