@@ -14,7 +14,7 @@ import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
@@ -132,7 +132,15 @@ class Image(Strict):
     versions: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_VERSIONS))
     pip_index_url: str = "https://pypi.org/simple"
     schedule: str = "cron(0 3 ? * sun *)"
-    root_volume_gib: int = MAX_ROOT_VOLUME_GIB
+    root_volume_gib: Annotated[
+        int,
+        Field(
+            ge=30,
+            le=MAX_ROOT_VOLUME_GIB,
+            description=f"GiB; the parent's snapshot must fit, and a fleet root volume, at least {MAX_ROOT_VOLUME_GIB} "
+            "GiB, must hold the image",
+        ),
+    ] = MAX_ROOT_VOLUME_GIB
 
     @field_validator("bootstrap_ami_parameter", "parent_image_parameter")
     @classmethod
@@ -222,16 +230,6 @@ class Image(Strict):
         if problems:
             raise ValueError("\n".join(problems))
         return self
-
-    @field_validator("root_volume_gib")
-    @classmethod
-    def _root(cls, value: int) -> int:
-        if not 30 <= value <= MAX_ROOT_VOLUME_GIB:
-            raise ValueError(
-                f"{value} GiB is outside 30..{MAX_ROOT_VOLUME_GIB}; fix: the parent's snapshot must fit and a fleet "
-                f"root volume (at least {MAX_ROOT_VOLUME_GIB} GiB) must hold the image, so use 30 to {MAX_ROOT_VOLUME_GIB}"
-            )
-        return value
 
 
 def _version_problem(key: str, version: Any) -> str | None:

@@ -8,28 +8,39 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from enum import StrEnum
 from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from config.alarms import Alarms
+from config.audit import LOG_RETENTION_DAYS, Audit, Logging, ObjectLockMode, TrailObjectLock
 from config.base import ENV_NAME, Strict, WrittenInt
 from config.fleets import Fleet
 from config.image import Image
+from config.network import RFC1918, EgressMode, Network
 from config.notifications import Notifications
 from config.storage import Storage
 
-#: Retention periods CloudWatch Logs accepts (PutRetentionPolicy), in days.
-LOG_RETENTION_DAYS = (
-    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731,
-    1096, 1827, 2192, 2557, 2922, 3288, 3653,
-)  # fmt: skip
+#: Names the stacks and other modules import from here; the network, logging and audit sections are defined
+#: in ``config.network`` and ``config.audit``.
+__all__ = [
+    "LOG_RETENTION_DAYS",
+    "REQUIRED_TAGS",
+    "RFC1918",
+    "AccountId",
+    "Audit",
+    "EgressMode",
+    "Environment",
+    "Logging",
+    "Network",
+    "ObjectLockMode",
+    "Region",
+    "TrailObjectLock",
+    "aws_account_id",
+    "aws_region",
+]
 
 REQUIRED_TAGS = ("Project", "Environment", "Owner", "CostCenter")
-
-#: The address ranges of RFC 1918; a VPC CIDR must lie inside one of them.
-RFC1918 = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 
@@ -64,100 +75,6 @@ def aws_region(value: str) -> str:
 AccountId = Annotated[str, BeforeValidator(aws_account_id)]
 #: A region field (``aws_region``).
 Region = Annotated[str, AfterValidator(aws_region)]
-
-
-class EgressMode(StrEnum):
-    """How GPU subnets reach AWS APIs and the internet."""
-
-    NAT = "nat"
-    """Public subnets with NAT gateways; GPU subnets route 0.0.0.0/0 to NAT."""
-
-    ISOLATED = "isolated"
-    """No internet gateway and no NAT: AWS APIs through VPC endpoints only."""
-
-
-class Network(Strict):
-    vpc_cidr: str
-    egress: EgressMode
-    nat_gateways: Annotated[int, Field(ge=0)] = 0
-    gpu_subnet_mask: Annotated[int, Field(ge=16, le=28)] = 20
-    public_subnet_mask: Annotated[int, Field(ge=16, le=28)] = 24
-
-    @field_validator("vpc_cidr")
-    @classmethod
-    def _cidr(cls, value: str) -> str:
-        try:
-            net = ipaddress.IPv4Network(value, strict=True)
-        except ValueError as err:
-            raise ValueError(
-                f"{value!r} is not a valid IPv4 network ({err}); fix: write it as address/prefix, e.g. 10.20.0.0/16"
-            ) from None
-        if not any(net.subnet_of(r) for r in RFC1918):
-            raise ValueError(
-                f"{value!r} is not a private (RFC 1918) range; fix: use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16"
-            )
-        if not 16 <= net.prefixlen <= 24:
-            raise ValueError(f"{value!r} has prefix /{net.prefixlen}; fix: a VPC CIDR must be between /16 and /24")
-        return value
-
-    @model_validator(mode="after")
-    def _egress(self) -> Network:
-        if self.egress is EgressMode.ISOLATED and self.nat_gateways:
-            raise ValueError(
-                f"nat_gateways is {self.nat_gateways} but egress is 'isolated'; fix: set nat_gateways to 0 or egress to 'nat'"
-            )
-        if self.egress is EgressMode.NAT and self.nat_gateways < 1:
-            raise ValueError(
-                "egress is 'nat' but nat_gateways is 0; fix: set nat_gateways to at least 1, or egress to 'isolated'"
-            )
-        return self
-
-
-class Logging(Strict):
-    retention_days: int
-
-    @field_validator("retention_days")
-    @classmethod
-    def _retention(cls, value: int) -> int:
-        if value not in LOG_RETENTION_DAYS:
-            allowed = ", ".join(str(v) for v in LOG_RETENTION_DAYS)
-            raise ValueError(f"{value} is not a CloudWatch Logs retention period; fix: use one of {allowed}")
-        return value
-
-
-class ObjectLockMode(StrEnum):
-    GOVERNANCE = "governance"
-    COMPLIANCE = "compliance"
-
-
-class TrailObjectLock(Strict):
-    """S3 Object Lock default retention on the CloudTrail bucket (WORM audit logs)."""
-
-    mode: ObjectLockMode
-    retention_days: Annotated[int, Field(ge=1, le=3650)]
-
-
-class Audit(Strict):
-    """CloudTrail and log bucket settings."""
-
-    log_transition_days: Annotated[int, Field(ge=1)] = 90
-    log_expiration_days: Annotated[int, Field(ge=1)] = 365
-    trail_object_lock: TrailObjectLock | None = None
-
-    @model_validator(mode="after")
-    def _lifecycle(self) -> Audit:
-        if self.log_expiration_days <= self.log_transition_days:
-            raise ValueError(
-                f"@log_expiration_days: {self.log_expiration_days} is not after log_transition_days "
-                f"({self.log_transition_days}); fix: expire logs later than they move to Glacier"
-            )
-        lock = self.trail_object_lock
-        if lock and lock.retention_days > self.log_expiration_days:
-            raise ValueError(
-                f"@trail_object_lock.retention_days: {lock.retention_days} outlasts log_expiration_days "
-                f"({self.log_expiration_days}); fix: lock trail logs no longer than they are kept"
-            )
-        return self
 
 
 class Environment(Strict):

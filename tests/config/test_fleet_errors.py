@@ -74,13 +74,6 @@ CASES = [
         id="efa-without-efa",
     ),
     pytest.param(
-        fleet(instance_types=["p5.48xlarge", "p4d.24xlarge"], launch_template_per_layout=False),
-        [
-            "dev.yaml: fleets[0].launch_template_per_layout: these instance types need different EFA interface layouts (p5.48xlarge: 32, p4d.24xlarge: 4); fix: set launch_template_per_layout to true, or list types of one layout"
-        ],
-        id="layouts-without-per-override",
-    ),
-    pytest.param(
         fleet(availability_zones=["us-east-1a", "us-east-1b"]),
         [
             "dev.yaml: fleets[0].availability_zones: an EFA fleet must stay in one zone (EFA traffic does not cross zones), got us-east-1a, us-east-1b; fix: keep one zone",
@@ -142,7 +135,7 @@ CASES = [
     pytest.param(
         fleet(on_demand_percentage_above_base=120),
         [
-            "dev.yaml: fleets[0].on_demand_percentage_above_base: 120 is not a percentage; fix: use a whole number from 0 to 100"
+            "dev.yaml: fleets[0].on_demand_percentage_above_base: 120 is invalid: Input should be less than or equal to 100; fix: use a value <= 100 (a percentage)"
         ],
         id="percent-over-100",
     ),
@@ -217,7 +210,7 @@ CASES = [
     pytest.param(
         fleet(scaling={"step": {"scale_out_after_minutes": 12}}),
         [
-            "dev.yaml: fleets[0].scaling.step.scale_out_after_minutes: 12 is not a multiple of 5; fix: use 5, 10, 15, ... (5-minute periods)"
+            "dev.yaml: fleets[0].scaling.step.scale_out_after_minutes: 12 is invalid: Input should be a multiple of 5; fix: make it a multiple of 5 (whole 5-minute periods, up to a day)"
         ],
         id="step-minutes-not-5",
     ),
@@ -298,16 +291,31 @@ CASES = [
     pytest.param(
         fleet(refresh={"min_healthy_percentage": 120}),
         [
-            "dev.yaml: fleets[0].refresh.min_healthy_percentage: 120 is not a percentage; fix: use a whole number from 0 to 100 (default 90)"
+            "dev.yaml: fleets[0].refresh.min_healthy_percentage: 120 is invalid: Input should be less than or equal to 100; fix: use a value <= 100 (a percentage of the desired capacity; default 90)"
         ],
         id="refresh-healthy-over-100",
     ),
     pytest.param(
         fleet(refresh={"checkpoint_delay_minutes": 3000}),
         [
-            "dev.yaml: fleets[0].refresh.checkpoint_delay_minutes: 3000 minutes is outside 0..2880; fix: use at most 2880 (48 hours, the instance refresh API's limit)"
+            "dev.yaml: fleets[0].refresh.checkpoint_delay_minutes: 3000 is invalid: Input should be less than or equal to 2880; fix: use a value <= 2880 (48 hours, the instance refresh API's limit)"
         ],
         id="refresh-delay-over-api-limit",
+    ),
+    pytest.param(
+        fleet(refresh={"min_healthy_percentage": -5}, on_demand_percentage_above_base=-1),
+        [
+            "dev.yaml: fleets[0].on_demand_percentage_above_base: -1 is invalid: Input should be greater than or equal to 0; fix: use a value >= 0 (a percentage)",
+            "dev.yaml: fleets[0].refresh.min_healthy_percentage: -5 is invalid: Input should be greater than or equal to 0; fix: use a value >= 0 (a percentage of the desired capacity; default 90)",
+        ],
+        id="percentages-below-0",
+    ),
+    pytest.param(
+        fleet(scaling={"step": {"scale_in_after_minutes": 0}}),
+        [
+            "dev.yaml: fleets[0].scaling.step.scale_in_after_minutes: 0 is invalid: Input should be greater than or equal to 5; fix: use a value >= 5 (whole 5-minute periods, up to a day)"
+        ],
+        id="step-minutes-0",
     ),
     pytest.param(
         fleet(refresh={"rollback_alarms": ["gpu-idle"]}),

@@ -145,8 +145,9 @@ CASES = [
     pytest.param(
         _set("root_volume_gib", 200),
         [
-            "dev.yaml: image.root_volume_gib: 200 GiB is outside 30..100; fix: the parent's snapshot must fit and a "
-            "fleet root volume (at least 100 GiB) must hold the image, so use 30 to 100"
+            "dev.yaml: image.root_volume_gib: 200 is invalid: Input should be less than or equal to 100; "
+            "fix: use a value <= 100 (GiB; the parent's snapshot must fit, and a fleet root volume, at least 100 GiB, "
+            "must hold the image)"
         ],
         id="root-volume-larger-than-fleets",
     ),

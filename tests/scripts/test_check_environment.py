@@ -1,4 +1,5 @@
-"""scripts/check_environment.py against a moto-deployed environment (and botocore's Stubber where moto cannot).
+"""scripts/check_environment.py (and its steps in scripts/env_check/) against a moto-deployed environment
+(and botocore's Stubber where moto cannot).
 
 A healthy environment is built once per test in moto: the two stacks from a
 minimal template, a fleet's Auto Scaling group, an alarm in OK, the AMI
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 from typing import Any
 
 import boto3
@@ -29,6 +30,10 @@ from moto import mock_aws
 from moto.cloudformation.models import cloudformation_backends
 
 from config import load_environment
+from config.fleets import Fleet
+from config.naming import ResourceNames
+from scripts.env_check import aws, judge
+from scripts.env_check.expectations import FleetExpectation, expectations_for, fleet_expectations
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "check_environment.py"
@@ -107,7 +112,7 @@ def set_stack_status(name: str, status: str) -> None:
 def deployed(script: ModuleType, session: boto3.Session, monkeypatch: pytest.MonkeyPatch) -> None:
     """A healthy dev environment, beside dev-2's and another app's broken resources."""
     # moto's FSx reports no Lifecycle: the one call that lists file systems answers an AVAILABLE one.
-    monkeypatch.setattr(script, "list_file_systems", lambda _: [FILE_SYSTEM])
+    monkeypatch.setattr(aws, "list_file_systems", lambda _: [FILE_SYSTEM])
     cfn = session.client("cloudformation")
     for name in (
         "dev-Security",
@@ -308,59 +313,70 @@ def test_json_report_of_a_failure(script, config_dir, deployed, session, capsys)
 
 @pytest.fixture
 def expected(script, config_dir) -> Any:
-    return script.expectations_for(load_environment("dev", config_dir), other_environments=["dev", "dev-2"])
+    return expectations_for(load_environment("dev", config_dir), other_environments=["dev", "dev-2"])
 
 
-def test_fleet_expectations_come_from_the_fleets_section(script, config_dir) -> None:
+def test_fleet_expectations_come_from_the_fleets_section(config_dir) -> None:
     """dev's fleet scales by steps and has a night schedule (min 0 max 4 desired 0): its desired
     capacity is whatever scaling made it, its bounds the configured ones or the schedule's."""
     env = load_environment("dev", config_dir)
-    names = script.ResourceNames.of(env)
-    assert script.fleet_expectations(env, names) == (
-        script.FleetExpectation("gpu-platform-dev-train", 1, 4, None, scheduled=((0, 4), (1, None))),
+    assert fleet_expectations(env.fleets, ResourceNames.of(env)) == (
+        FleetExpectation("gpu-platform-dev-train", 1, 4, None, scheduled=((0, 4), (1, None))),
     )
-    assert script.fleet_expectations(SimpleNamespace(name="dev"), names) is None  # a schema without fleets
 
 
-def _fleet(name: str, low: int, high: int, desired: int | None, **more: Any) -> SimpleNamespace:
-    return SimpleNamespace(name=name, capacity=SimpleNamespace(min=low, max=high, desired=desired), **more)
+def _fleet(name: str, low: int, high: int, desired: int | None, **more: Any) -> Fleet:
+    """A validated fleet of the config schema (one g4dn type, one zone) with ``more`` fields."""
+    capacity = {"min": low, "max": high} | ({"desired": desired} if desired is not None else {})
+    return Fleet.model_validate(
+        {
+            "name": name,
+            "role": "inference",
+            "instance_types": ["g4dn.xlarge"],
+            "availability_zones": ["us-east-1a"],
+            "capacity": capacity,
+            **more,
+        }
+    )
+
+
+def _schedule(name: str, **sizes: int) -> dict[str, Any]:
+    return {"name": name, "cron": "0 8 * * 1-5", **sizes}
+
+
+BLOCK = {"id": "cr-0123456789abcdef0", "start": "2026-12-01T11:30:00Z", "end": "2026-12-08T11:30:00Z"}
 
 
 @pytest.mark.parametrize(
     ("fleet", "expectation"),
     [
         pytest.param(_fleet("infer", 0, 8, None), ("gpu-platform-dev-infer", 0, 8, None), id="no-desired"),
-        pytest.param(_fleet("infer", 1, 8, 2, scaling=None), ("gpu-platform-dev-infer", 1, 8, 2), id="fixed-size"),
+        pytest.param(_fleet("infer", 1, 8, 2), ("gpu-platform-dev-infer", 1, 8, 2), id="fixed-size"),
         pytest.param(
-            _fleet("infer", 1, 8, 2, scaling=SimpleNamespace(target_tracking=object(), step=None, schedules=[])),
+            _fleet("infer", 1, 8, 2, scaling={"target_tracking": {"gpu_utilization_percent": 70}}),
             ("gpu-platform-dev-infer", 1, 8, None),
             id="target-tracking-moves-desired",
         ),
         pytest.param(
-            _fleet(
-                "infer",
-                1,
-                8,
-                2,
-                scaling=SimpleNamespace(
-                    target_tracking=None,
-                    step=None,
-                    schedules=[SimpleNamespace(min=None, max=2, desired=None), SimpleNamespace(min=3, max=None)],
-                ),
-            ),
+            _fleet("infer", 1, 8, 2, scaling={"step": {}}),
+            ("gpu-platform-dev-infer", 1, 8, None),
+            id="step-scaling-moves-desired",
+        ),
+        pytest.param(
+            _fleet("infer", 1, 8, 2, scaling={"schedules": [_schedule("cap", max=2), _schedule("floor", min=3)]}),
             ("gpu-platform-dev-infer", 1, 8, None, ((None, 2), (3, None))),
             id="schedules",
         ),
         pytest.param(
-            _fleet("block", 4, 4, None, capacity_block=object()),
+            _fleet("block", 4, 4, None, capacity_block=BLOCK),
             ("gpu-platform-dev-block", 0, 0, None, ((4, 4),)),
             id="capacity-block",
         ),
     ],
 )
-def test_fleet_expectation_per_kind_of_fleet(script, config_dir, fleet, expectation) -> None:
-    names = script.ResourceNames.of(load_environment("dev", config_dir))
-    assert script.fleet_expectations(SimpleNamespace(fleets=[fleet]), names) == (script.FleetExpectation(*expectation),)
+def test_fleet_expectation_per_kind_of_fleet(config_dir, fleet, expectation) -> None:
+    names = ResourceNames.of(load_environment("dev", config_dir))
+    assert fleet_expectations([fleet], names) == (FleetExpectation(*expectation),)
 
 
 @pytest.mark.parametrize(
@@ -373,8 +389,8 @@ def test_fleet_expectation_per_kind_of_fleet(script, config_dir, fleet, expectat
         ((2, 4, 2), False),  # min set by hand
     ],
 )
-def test_a_scaled_and_scheduled_fleet_allows_what_scaling_and_schedules_do(script, sizes, allowed) -> None:
-    expectation = script.FleetExpectation("g", 1, 4, None, scheduled=((0, 4),))
+def test_a_scaled_and_scheduled_fleet_allows_what_scaling_and_schedules_do(sizes, allowed) -> None:
+    expectation = FleetExpectation("g", 1, 4, None, scheduled=((0, 4),))
     assert expectation.allows(*sizes) is allowed
 
 
@@ -401,13 +417,13 @@ def test_a_scaled_and_scheduled_fleet_allows_what_scaling_and_schedules_do(scrip
         ([], "FAIL fleets: gpu-platform-dev-train is not a fleet in the config"),
     ],
 )
-def test_fleet_capacity_against_expectations(script, expected, deployed, session, fleets, line) -> None:
-    expected = replace(expected, fleets=tuple(script.FleetExpectation(*f) for f in fleets))
-    assert script.check_fleets(session, expected).line() == line
+def test_fleet_capacity_against_expectations(expected, deployed, session, fleets, line) -> None:
+    expected = replace(expected, fleets=tuple(FleetExpectation(*f) for f in fleets))
+    assert judge.check_fleets(session, expected).line() == line
 
 
-def test_no_fleets_configured_and_none_deployed(script, expected, session) -> None:
-    result = script.check_fleets(session, replace(expected, fleets=()))
+def test_no_fleets_configured_and_none_deployed(expected, session) -> None:
+    result = judge.check_fleets(session, replace(expected, fleets=()))
     assert result.line() == "PASS fleets: no fleets configured and no groups found"
 
 
@@ -474,9 +490,9 @@ DEV_TAGS = {"Environment": "dev", "Project": "gpu-platform"}
         ),
     ],
 )
-def test_file_systems_of_the_environment_must_be_available(script, expected, file_systems, line) -> None:
+def test_file_systems_of_the_environment_must_be_available(expected, file_systems, line) -> None:
     session, stubbers = stubbed_session({"fsx": [("describe_file_systems", {"FileSystems": file_systems})]})
-    assert script.check_file_systems(session, expected).line() == line
+    assert judge.check_file_systems(session, expected).line() == line
     for stubber in stubbers:
         stubber.assert_no_pending_responses()
 
@@ -495,12 +511,12 @@ def test_file_systems_of_the_environment_must_be_available(script, expected, fil
         ),
     ],
 )
-def test_no_file_system_fails_only_where_the_config_declares_one(script, expected, declared, line) -> None:
+def test_no_file_system_fails_only_where_the_config_declares_one(expected, declared, line) -> None:
     session, _ = stubbed_session({"fsx": [("describe_file_systems", {"FileSystems": []})]})
-    assert script.check_file_systems(session, replace(expected, file_system_expected=declared)).line() == line
+    assert judge.check_file_systems(session, replace(expected, file_system_expected=declared)).line() == line
 
 
-def test_expectations_follow_the_config(script, expected) -> None:
+def test_expectations_follow_the_config(expected) -> None:
     assert expected.required_stacks == (
         "dev-Security",
         "dev-Network",
@@ -517,7 +533,7 @@ def test_expectations_follow_the_config(script, expected) -> None:
     )
 
 
-def test_a_stack_reason_stays_on_one_line(script, expected) -> None:
+def test_a_stack_reason_stays_on_one_line(expected) -> None:
     stacks = [
         {"StackName": name, "StackStatus": "CREATE_COMPLETE", "CreationTime": "2026-01-01T00:00:00Z"}
         for name in expected.required_stacks
@@ -527,7 +543,7 @@ def test_a_stack_reason_stays_on_one_line(script, expected) -> None:
         "StackStatusReason": "The following resource(s) failed:\n[Key]",
     }
     session, _ = stubbed_session({"cloudformation": [("describe_stacks", {"Stacks": stacks})]})
-    assert script.check_stacks(session, expected).line() == (
+    assert judge.check_stacks(session, expected).line() == (
         "FAIL stacks: dev-Security UPDATE_ROLLBACK_FAILED (The following resource(s) failed: [Key])"
     )
 
@@ -551,12 +567,12 @@ def test_throttling_gives_one_line_and_exit_2(script, config_dir, capsys) -> Non
     ]
 
 
-def test_access_denied_in_a_check_is_an_error_not_a_fail(script, expected) -> None:
+def test_access_denied_in_a_check_is_an_error_not_a_fail(expected) -> None:
     session, _ = stubbed_session(
         {"cloudwatch": [("describe_alarms", ("AccessDenied", "not authorized to perform cloudwatch:DescribeAlarms"))]}
     )
-    with pytest.raises(script.CheckError) as caught:
-        script.check_alarms(session, expected)
+    with pytest.raises(aws.CheckError) as caught:
+        judge.check_alarms(session, expected)
     assert str(caught.value) == (
         "alarms: DescribeAlarms failed (AccessDenied: not authorized to perform cloudwatch:DescribeAlarms); "
         "fix: give the role that runs the check read access (listed in scripts/check_environment.py)"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from config.fleets import Fleet
+    from config.fleets.fleet import Fleet
 
 _FIX = "add a scaling.schedules entry with min >= 1 (e.g. '0 8 * * 1-5', a weekday morning)"
 

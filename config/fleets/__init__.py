@@ -1,0 +1,34 @@
+"""Schema of the ``fleets:`` section: GPU Auto Scaling groups and their capacity mix, one module per sub-model.
+
+- ``fleet``: the ``Fleet`` itself (instance types, EFA, placement, market mix) and the rules across its parts;
+- ``capacity``: ``capacity``, ``capacity_reservation`` and ``capacity_block``;
+- ``scaling``: ``scaling`` (target tracking, step, schedules) and ``warm_pool``;
+- ``refresh``: ``refresh``, how a new AMI reaches the fleet;
+- ``zero_capacity``: every way a fleet can reach 0 nodes needs a way back.
+
+Every name is importable from ``config.fleets``.
+"""
+
+from config.fleets.capacity import Capacity, CapacityBlock, CapacityReservation, ReservationPreference
+from config.fleets.fleet import Fleet, FleetRole, Placement, SpotAllocationStrategy
+from config.fleets.refresh import MAX_CHECKPOINT_DELAY_MINUTES, Refresh, RollbackAlarm
+from config.fleets.scaling import Scaling, ScheduledAction, StepScaling, TargetTracking, WarmPool
+
+__all__ = [
+    "MAX_CHECKPOINT_DELAY_MINUTES",
+    "Capacity",
+    "CapacityBlock",
+    "CapacityReservation",
+    "Fleet",
+    "FleetRole",
+    "Placement",
+    "Refresh",
+    "ReservationPreference",
+    "RollbackAlarm",
+    "Scaling",
+    "ScheduledAction",
+    "SpotAllocationStrategy",
+    "StepScaling",
+    "TargetTracking",
+    "WarmPool",
+]

@@ -1,0 +1,188 @@
+"""One entry of the ``fleets:`` section: a GPU Auto Scaling group, its instance types, EFA and
+placement, and the rules that span its sub-models (capacity, scaling, refresh)."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+
+from config.base import Strict
+from config.catalog import UnknownInstanceType, efa_layout, efa_sizes, get_instance_type
+from config.fleets.capacity import Capacity, CapacityBlock, CapacityReservation
+from config.fleets.refresh import Refresh
+from config.fleets.scaling import Scaling, WarmPool
+from config.fleets.zero_capacity import zero_capacity_problems
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
+
+
+class FleetRole(StrEnum):
+    TRAINING = "training"
+    INFERENCE = "inference"
+
+
+class Placement(StrEnum):
+    CLUSTER = "cluster"
+    SPREAD = "spread"
+    NONE = "none"
+
+
+class SpotAllocationStrategy(StrEnum):
+    PRICE_CAPACITY_OPTIMIZED = "price-capacity-optimized"
+    CAPACITY_OPTIMIZED = "capacity-optimized"
+    CAPACITY_OPTIMIZED_PRIORITIZED = "capacity-optimized-prioritized"
+    LOWEST_PRICE = "lowest-price"
+
+
+class Fleet(Strict):
+    name: str
+    role: FleetRole
+    instance_types: Annotated[list[str], Field(min_length=1, max_length=20)]
+    efa: bool = False
+    placement: Placement = Placement.NONE
+    availability_zones: Annotated[list[str], Field(min_length=1)]
+    capacity: Capacity
+    on_demand_base_capacity: Annotated[int, Field(ge=0)] = 0
+    on_demand_percentage_above_base: Annotated[int, Field(ge=0, le=100, description="a percentage")] = 0
+    spot_allocation_strategy: SpotAllocationStrategy = SpotAllocationStrategy.PRICE_CAPACITY_OPTIMIZED
+    capacity_reservation: CapacityReservation | None = None
+    capacity_block: CapacityBlock | None = None
+    root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 200
+    scratch_volume_gib: Annotated[int, Field(ge=0, le=16384)] = 0
+    containers: bool = False
+    scaling: Scaling | None = None
+    warm_pool: WarmPool | None = None
+    refresh: Refresh | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} is not a fleet name; fix: 1-24 characters, lowercase letters, digits and '-'")
+        return value
+
+    @field_validator("instance_types")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        problems = []
+        for i, name in enumerate(value):
+            try:
+                get_instance_type(name)
+            except UnknownInstanceType as err:
+                problems.append(f"@[{i}]: {err}")
+        if len(set(value)) != len(value):
+            problems.append("@: an instance type is listed twice; fix: list each type once, in preference order")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return value
+
+    @model_validator(mode="after")
+    def _rules(self) -> Fleet:
+        problems = [
+            *self._efa_problems(),
+            *self._capacity_problems(),
+            *self._elasticity_problems(),
+            *zero_capacity_problems(self),
+        ]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def _efa_problems(self) -> list[str]:
+        problems = []
+        if self.efa:
+            for i, name in enumerate(self.instance_types):
+                if not efa_layout(name):
+                    family = get_instance_type(name).family
+                    sizes = efa_sizes(family)
+                    listing = f"EFA sizes of {family}: {', '.join(sizes)}" if sizes else f"{family} has no EFA size"
+                    problems.append(
+                        f"@instance_types[{i}]: {name} has no EFA; {listing}; fix: use one of them or set efa to false"
+                    )
+            if len(self.availability_zones) > 1:
+                problems.append(
+                    f"@availability_zones: an EFA fleet must stay in one zone (EFA traffic does not cross zones), "
+                    f"got {', '.join(self.availability_zones)}; fix: keep one zone"
+                )
+            if self.placement is not Placement.CLUSTER and self.capacity_block is None:
+                problems.append(
+                    f"@placement: {self.placement} for an EFA fleet; fix: use cluster (Capacity Blocks, already "
+                    "co-located, are the only exception)"
+                )
+        if self.placement is Placement.CLUSTER and len(self.availability_zones) > 1:
+            problems.append("@placement: a cluster placement group lives in one zone; fix: keep one zone or use spread")
+        return problems
+
+    def _capacity_problems(self) -> list[str]:
+        problems = []
+        cap = self.capacity
+        if self.on_demand_base_capacity > cap.max:
+            problems.append(
+                f"@on_demand_base_capacity: {self.on_demand_base_capacity} is more than capacity.max ({cap.max}); "
+                "fix: lower it to at most max"
+            )
+        block = self.capacity_block
+        if block is not None:
+            if self.placement is not Placement.NONE:
+                problems.append(
+                    "@placement: a Capacity Block is already co-located and forbids a placement group of ours; "
+                    "fix: set placement to none"
+                )
+            if cap.min != cap.max:
+                problems.append(
+                    f"@capacity: a Capacity Block fleet needs min = max (got {cap.min} and {cap.max}); "
+                    "fix: set both to the block's instance count"
+                )
+            if len(self.instance_types) != 1:
+                problems.append(
+                    "@instance_types: a Capacity Block is for one instance type; fix: list only the block's type"
+                )
+            if self.capacity_reservation is not None:
+                problems.append(
+                    "@capacity_reservation: a fleet uses a Capacity Block or On-Demand Capacity Reservations, not both; "
+                    "fix: remove one"
+                )
+        return problems
+
+    def _elasticity_problems(self) -> list[str]:
+        problems = []
+        if self.capacity_block is not None and (self.scaling or self.warm_pool):
+            problems.append(
+                "@scaling: a Capacity Block fleet has a fixed size (min = max) for the block's window; "
+                "fix: remove scaling and warm_pool"
+            )
+        if self.capacity_block is not None and self.refresh is not None:
+            problems.append(
+                "@refresh: a Capacity Block fleet is not refreshed automatically (replacing nodes inside the block "
+                "would cut its jobs short); fix: remove refresh, and deploy the Fleets stack between blocks to move "
+                "it to a new AMI"
+            )
+        if self.warm_pool is not None:
+            if len(self.instance_types) != 1 or self.on_demand_percentage_above_base != 100:
+                problems.append(
+                    "@warm_pool: EC2 Auto Scaling warm pools do not work with Spot or mixed instance types; "
+                    "fix: use one instance type and on_demand_percentage_above_base: 100, or remove warm_pool"
+                )
+            prepared = self.warm_pool.max_prepared_capacity
+            if prepared is not None and prepared < self.capacity.max:
+                problems.append(
+                    f"@warm_pool.max_prepared_capacity: {prepared} is below capacity.max ({self.capacity.max}); "
+                    "fix: it counts the group's instances too: make it at least max, or leave it out"
+                )
+        return problems
+
+    @property
+    def rollout(self) -> Refresh | None:
+        """The refresh settings the AMI rollout applies, or None where the fleet is not rolled automatically:
+        Capacity Block fleets (their nodes belong to the block's window) and ``refresh.enabled: false``."""
+        if self.capacity_block is not None:
+            return None
+        refresh = self.refresh or Refresh()
+        return refresh if refresh.enabled else None
+
+    @property
+    def uses_spot(self) -> bool:
+        return self.capacity_block is None and self.on_demand_percentage_above_base < 100

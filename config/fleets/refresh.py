@@ -1,0 +1,73 @@
+"""How a new AMI reaches a fleet: ``refresh`` (instance refresh settings of the AMI rollout)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from itertools import pairwise
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from config.base import Strict
+
+
+class RollbackAlarm(StrEnum):
+    """Fleet alarms (``gpu_constructs/fleet_alarms.py``) that can stop a rollout and roll it back.
+
+    Utilization and idle alarms follow the load, not the AMI, so they are not offered."""
+
+    HEALTH_CHECK_FAILED = "health-check-failed"
+    GPU_TEMPERATURE_CRITICAL = "gpu-temperature-critical"
+    CAPACITY_SHORTFALL = "capacity-shortfall"
+
+
+#: Longest checkpoint delay the instance refresh API takes (172800 s).
+MAX_CHECKPOINT_DELAY_MINUTES = 2880
+
+
+class Refresh(Strict):
+    """How a new AMI reaches the fleet: an instance refresh that the AMI rollout runbook starts
+    when ``/imagebuilder/gpu-platform/<env>/ami/latest`` changes. Replacements go a batch at a time, keeping
+    ``min_healthy_percentage`` of the desired capacity in service; at each checkpoint the refresh
+    waits ``checkpoint_delay_minutes``; with ``auto_rollback`` it puts back the previous launch
+    template version when it fails or when one of ``rollback_alarms`` goes to ALARM."""
+
+    enabled: bool = True
+    min_healthy_percentage: Annotated[
+        int, Field(ge=0, le=100, description="a percentage of the desired capacity; default 90")
+    ] = 90
+    instance_warmup_minutes: Annotated[int, Field(ge=0, le=MAX_CHECKPOINT_DELAY_MINUTES)] = 10
+    checkpoint_percentages: list[int] = Field(default_factory=lambda: [50, 100])
+    checkpoint_delay_minutes: Annotated[
+        int,
+        Field(ge=0, le=MAX_CHECKPOINT_DELAY_MINUTES, description="48 hours, the instance refresh API's limit"),
+    ] = 15
+    auto_rollback: bool = True
+    rollback_alarms: list[RollbackAlarm] = Field(
+        default_factory=lambda: [RollbackAlarm.HEALTH_CHECK_FAILED, RollbackAlarm.GPU_TEMPERATURE_CRITICAL]
+    )
+
+    @field_validator("checkpoint_percentages")
+    @classmethod
+    def _checkpoints(cls, value: list[int]) -> list[int]:
+        if not value:
+            return value
+        shown = "[" + ", ".join(str(v) for v in value) + "]"
+        if any(not 1 <= v <= 100 for v in value) or any(b <= a for a, b in pairwise(value)):
+            raise ValueError(
+                f"{shown} is not a list of percentages from 1 to 100 in strictly ascending order; "
+                "fix: list each checkpoint once, smallest first, e.g. [50, 100]"
+            )
+        if value[-1] != 100:
+            raise ValueError(
+                f"{shown} ends at {value[-1]}, so the refresh would stop with part of the fleet on the old AMI; "
+                "fix: end the list with 100"
+            )
+        return value
+
+    @field_validator("rollback_alarms")
+    @classmethod
+    def _alarms(cls, value: list[RollbackAlarm]) -> list[RollbackAlarm]:
+        if len(set(value)) != len(value):
+            raise ValueError("an alarm is listed twice; fix: list each alarm once")
+        return value

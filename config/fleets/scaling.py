@@ -1,0 +1,103 @@
+"""What moves a fleet's size between deploys: ``scaling`` (GPU-utilization target tracking or step
+scaling, and scheduled actions) and ``warm_pool`` (stopped, pre-initialized instances)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+
+from config.base import Strict
+
+_CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z?]+$")
+
+#: Step scaling judges GPU utilization over whole 5-minute alarm periods (the fleet construct's STEP_PERIOD_MINUTES).
+_MINUTES = Field(ge=5, le=1440, multiple_of=5, description="whole 5-minute periods, up to a day")
+
+
+class TargetTracking(Strict):
+    """Keep the fleet's average GPU utilization near a target."""
+
+    gpu_utilization_percent: Annotated[float, Field(gt=0, le=100)]
+
+
+class StepScaling(Strict):
+    """Scale out when GPUs stay busy, in when they stay idle (the user's rule: above 85 % for
+    15 minutes adds capacity, below 30 % for 30 minutes removes it)."""
+
+    scale_out_above_percent: Annotated[float, Field(gt=0, le=100)] = 85
+    scale_out_after_minutes: Annotated[int, _MINUTES] = 15
+    scale_out_instances: Annotated[int, Field(ge=1)] = 1
+    scale_in_below_percent: Annotated[float, Field(ge=0, lt=100)] = 30
+    scale_in_after_minutes: Annotated[int, _MINUTES] = 30
+    scale_in_instances: Annotated[int, Field(ge=1)] = 1
+
+    @model_validator(mode="after")
+    def _band(self) -> StepScaling:
+        if self.scale_in_below_percent >= self.scale_out_above_percent:
+            raise ValueError(
+                f"@scale_in_below_percent: {self.scale_in_below_percent:g} is not below scale_out_above_percent "
+                f"({self.scale_out_above_percent:g}); fix: leave a band between the two so the fleet does not flap"
+            )
+        return self
+
+
+class ScheduledAction(Strict):
+    """A recurring capacity change: cron in the Auto Scaling form (minute hour day month weekday)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,40}$")]
+    cron: str
+    time_zone: str = "UTC"
+    min: Annotated[int, Field(ge=0)] | None = None
+    max: Annotated[int, Field(ge=0)] | None = None
+    desired: Annotated[int, Field(ge=0)] | None = None
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        fields = value.split()
+        if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+            raise ValueError(
+                f"{value!r} is not a five-field cron expression; fix: write minute hour day-of-month month day-of-week, "
+                "e.g. '0 8 * * 1-5'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _sizes(self) -> ScheduledAction:
+        if self.min is None and self.max is None and self.desired is None:
+            raise ValueError("@: the action changes nothing; fix: set at least one of min, max, desired")
+        lo, hi = self.min, self.max
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"@min: {lo} is more than max ({hi}); fix: make min <= max")
+        if self.desired is not None and (
+            (lo is not None and self.desired < lo) or (hi is not None and self.desired > hi)
+        ):
+            raise ValueError(f"@desired: {self.desired} is outside min..max; fix: pick a value in that range")
+        return self
+
+
+class Scaling(Strict):
+    target_tracking: TargetTracking | None = None
+    step: StepScaling | None = None
+    schedules: list[ScheduledAction] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_dynamic(self) -> Scaling:
+        if self.target_tracking and self.step:
+            raise ValueError(
+                "@: target_tracking and step both scale on GPU utilization and would fight; fix: keep one of them"
+            )
+        names = [a.name for a in self.schedules]
+        if len(set(names)) != len(names):
+            raise ValueError("@schedules: two scheduled actions share a name; fix: give each its own name")
+        return self
+
+
+class WarmPool(Strict):
+    """Stopped, pre-initialized instances: scale-out reaches a ready GPU in minutes, not a full boot."""
+
+    min_size: Annotated[int, Field(ge=0)] = 0
+    max_prepared_capacity: Annotated[int, Field(ge=0)] | None = None
+    reuse_on_scale_in: bool = True
