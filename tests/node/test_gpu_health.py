@@ -20,20 +20,13 @@ from tests.node.helpers import FIXTURES, FakeImds
 # isort: split
 # Importable once tests.node.helpers has put scripts/node on sys.path.
 import gpu_health
-from gpu_health import (
-    FATAL_XIDS,
-    METRIC_NAME,
-    DcgmOutcome,
-    HealthReport,
-    NodeIdentity,
-    SmiResult,
-    evaluate,
-    parse_dcgm_json,
-    parse_fatal_xids,
-    parse_smi_csv,
-    parse_xids,
-    pci_key,
-)
+import health_act
+import health_probe
+from gpu_health import METRIC_NAME
+from health_act import NodeIdentity
+from health_decide import HealthReport, evaluate
+from health_parse import DcgmOutcome, SmiResult, parse_dcgm_json, parse_smi_csv, parse_xids, pci_key
+from health_xids import FATAL_XIDS, parse_fatal_xids
 
 REGION = "us-east-1"
 NAMESPACE = "GpuPlatform/Test"
@@ -410,7 +403,7 @@ def test_flags_turn_the_actions_off(fleet: Fleet) -> None:
 
 def test_identity_flags_win_over_imds() -> None:
     args = argparse.Namespace(instance_id="i-0abc", region="eu-west-1", asg_name="asg", imds_url="http://127.0.0.1:9")
-    assert gpu_health.resolve_identity(args) == NodeIdentity("i-0abc", "eu-west-1", "asg")
+    assert health_act.resolve_identity(args) == NodeIdentity("i-0abc", "eu-west-1", "asg")
 
 
 def test_identity_without_the_asg_tag(caplog: pytest.LogCaptureFixture) -> None:
@@ -418,7 +411,7 @@ def test_identity_without_the_asg_tag(caplog: pytest.LogCaptureFixture) -> None:
         imds.set("/latest/meta-data/instance-id", "i-0abc")
         imds.set("/latest/meta-data/placement/region", REGION)
         args = argparse.Namespace(instance_id=None, region=None, asg_name=None, imds_url=imds.url)
-        assert gpu_health.resolve_identity(args) == NodeIdentity("i-0abc", REGION, None)
+        assert health_act.resolve_identity(args) == NodeIdentity("i-0abc", REGION, None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,12 +420,12 @@ def test_identity_without_the_asg_tag(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_a_missing_tool_is_reported_as_not_found() -> None:
-    result = gpu_health.run_command(["/nonexistent/nvidia-smi"], timeout_s=5)
+    result = health_probe.run_command(["/nonexistent/nvidia-smi"], timeout_s=5)
     assert result.not_found
 
 
 def test_a_tool_that_hangs_is_killed_at_the_timeout() -> None:
-    result = gpu_health.run_command([sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=0.5)
+    result = health_probe.run_command([sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=0.5)
     assert result.timed_out
     assert evaluate(result, "", 8, smi_timeout_s=0.5).reasons == [
         "nvidia-smi did not answer within 0.5 s: the NVIDIA driver is hung"
@@ -447,7 +440,7 @@ def test_node_running_metric_counts_nodes_per_market() -> None:
         def put_metric_data(self, **kwargs: object) -> None:
             calls.append(kwargs)
 
-    gpu_health.publish_metric(FakeCloudWatch(), "GpuPlatform/dev", "gpu-platform-dev-inference", False, "spot")
+    health_act.publish_metric(FakeCloudWatch(), "GpuPlatform/dev", "gpu-platform-dev-inference", False, "spot")
     (call,) = calls
     assert call["Namespace"] == "GpuPlatform/dev"
     health, running = call["MetricData"]
@@ -458,5 +451,5 @@ def test_node_running_metric_counts_nodes_per_market() -> None:
         {"Name": "Market", "Value": "spot"},
     ]
     calls.clear()
-    gpu_health.publish_metric(FakeCloudWatch(), "GpuPlatform/dev", "gpu-platform-dev-inference", True)
+    health_act.publish_metric(FakeCloudWatch(), "GpuPlatform/dev", "gpu-platform-dev-inference", True)
     assert [d["MetricName"] for d in calls[0]["MetricData"]] == ["GpuHealthCheckFailed"]

@@ -24,7 +24,10 @@ from tests.node.helpers import FIXTURES, ROOT, FakeImds
 
 # isort: split
 import gpu_health
-from gpu_health import FATAL_XIDS, FabricInput, SmiResult, evaluate, parse_fabric_states
+import health_decide
+from health_decide import FabricInput, evaluate
+from health_parse import SmiResult, parse_fabric_states, parse_smi_csv
+from health_xids import FATAL_XIDS
 
 REFERENCE = ROOT.parent / "shared" / "reference" / "gpu-outputs"
 REGION = "us-east-1"
@@ -131,9 +134,9 @@ def test_recorded_real_servers(case: str, tmp_path: Path) -> None:
 
 def test_nvswitch_types_are_the_catalogs() -> None:
     nvswitch = {name for name, item in load_catalog().items() if item.nvswitch}
-    assert nvswitch == gpu_health.FABRIC_BY_SERVICE | gpu_health.FABRIC_BY_GPU_STATE
-    assert gpu_health.fabric_check("g5.48xlarge") is None
-    assert gpu_health.fabric_check("p5.4xlarge") is None  # one H100, no NVSwitch
+    assert nvswitch == health_decide.FABRIC_BY_SERVICE | health_decide.FABRIC_BY_GPU_STATE
+    assert health_decide.fabric_check("g5.48xlarge") is None
+    assert health_decide.fabric_check("p5.4xlarge") is None  # one H100, no NVSwitch
 
 
 @pytest.mark.parametrize("case", ["h100x8-535.161-q-healthy", "h100x8-535.183-q-healthy"])
@@ -158,7 +161,7 @@ def test_hopper_fabric_of_real_h100_servers(case: str) -> None:
 
 def test_a_gpu_without_nvswitch_reports_no_fabric() -> None:
     folder = reference_case("a10x1-535.129-q-healthy")
-    (gpu,) = gpu_health.parse_smi_csv((folder / "smi.txt").read_text()).gpus
+    (gpu,) = parse_smi_csv((folder / "smi.txt").read_text()).gpus
     assert parse_fabric_states((folder / "smi.source.txt").read_text()) == {gpu.bus_id: ("N/A", "N/A")}
 
 

@@ -1,0 +1,107 @@
+"""What the GPU health check does about its verdict: logs it, fixes what it may, tells AWS.
+
+Owns the node's side effects besides reading: the reasons in the log, ``nvidia-smi -pm 1`` when
+persistence mode is off, the instance identity (flags, else IMDSv2), the CloudWatch metrics
+(``GpuHealthCheckFailed`` per Auto Scaling group, ``NodeRunning`` per group and market) and
+``SetInstanceHealth(Unhealthy)``. The AWS calls take a client; gpu_health opens them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from health_decide import PERSISTENCE_FIX_COMMAND, HealthReport
+from health_parse import first_line
+from health_probe import run_command
+from imds_client import ImdsClient, ImdsError
+
+LOG = logging.getLogger("gpu-health")
+
+METRIC_NAME = "GpuHealthCheckFailed"
+DEFAULT_NAMESPACE = "GpuPlatform/Node"
+ASG_DIMENSION = "AutoScalingGroupName"
+NODE_RUNNING_METRIC = "NodeRunning"
+MARKET_DIMENSION = "Market"
+
+
+def fix_persistence(report: HealthReport, timeout_s: float) -> bool:
+    """Turn persistence mode on (``nvidia-smi -pm 1``, all GPUs); True when nvidia-smi says it did."""
+    result = run_command(PERSISTENCE_FIX_COMMAND, timeout_s)
+    gpus = ", ".join(str(index) for index in report.persistence_off)
+    if result.returncode == 0:
+        LOG.info("persistence mode turned on (GPU %s were off): %s", gpus, first_line(result.stdout))
+        return True
+    why = "timed out" if result.timed_out else "not found" if result.not_found else f"exited {result.returncode}"
+    LOG.warning(
+        "%s %s: persistence mode stays off on GPU %s: %s",
+        " ".join(PERSISTENCE_FIX_COMMAND),
+        why,
+        gpus,
+        first_line(result.stderr) or first_line(result.stdout),
+    )
+    return False
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    instance_id: str | None
+    region: str | None
+    asg_name: str | None
+    market: str | None = None  # spot | on-demand: the dashboard counts nodes per market
+
+
+def resolve_identity(args: argparse.Namespace) -> NodeIdentity:
+    """Flags win; IMDSv2 fills in the rest. An IMDS failure leaves the fields unknown."""
+    instance_id, region, asg_name = args.instance_id, args.region, args.asg_name
+    if instance_id and region and asg_name:
+        return NodeIdentity(instance_id, region, asg_name)
+    try:
+        imds = ImdsClient(args.imds_url)
+        instance_id = instance_id or imds.instance_id()
+        region = region or imds.region()
+        asg_name = asg_name or imds.asg_name()
+        market = imds.market()
+    except ImdsError as err:
+        LOG.error("cannot read the instance identity from IMDS: %s", err)
+        market = None
+    return NodeIdentity(instance_id, region, asg_name, market)
+
+
+def publish_metric(cloudwatch: Any, namespace: str, asg_name: str, failed: bool, market: str | None = None) -> None:
+    """The check's result, and (when the market is known) one ``NodeRunning`` per node and market,
+    which the dashboard sums into Spot and On-Demand node counts per fleet."""
+    data = [
+        {
+            "MetricName": METRIC_NAME,
+            "Dimensions": [{"Name": ASG_DIMENSION, "Value": asg_name}],
+            "Value": 1.0 if failed else 0.0,
+            "Unit": "Count",
+        }
+    ]
+    if market:
+        data.append(
+            {
+                "MetricName": NODE_RUNNING_METRIC,
+                "Dimensions": [{"Name": ASG_DIMENSION, "Value": asg_name}, {"Name": MARKET_DIMENSION, "Value": market}],
+                "Value": 1.0,
+                "Unit": "Count",
+            }
+        )
+    cloudwatch.put_metric_data(Namespace=namespace, MetricData=data)
+
+
+def mark_unhealthy(autoscaling: Any, instance_id: str) -> None:
+    autoscaling.set_instance_health(InstanceId=instance_id, HealthStatus="Unhealthy", ShouldRespectGracePeriod=False)
+
+
+def log_report(report: HealthReport) -> None:
+    for warning in report.warnings:
+        LOG.warning(warning)
+    if report.healthy:
+        LOG.info("healthy")
+        return
+    for reason in report.reasons:
+        LOG.error("unhealthy: %s", reason)
