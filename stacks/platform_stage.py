@@ -8,7 +8,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from config import Environment, ImageSharing
-from stacks.fleet_stack import NODE_LOGS, FleetStack
+from gpu_constructs.fleet.render.node_logs import NODE_LOGS
+from stacks.fleet_stack import FleetStack
 from stacks.image_stack import ImageStack
 from stacks.monitoring_stack import MonitoringStack
 from stacks.network_stack import NetworkStack
