@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from config import Environment, ImageSharing
@@ -28,7 +25,6 @@ from gpu_constructs.image.image_pipeline import ImagePipeline
 from gpu_constructs.image.image_recipe import ImageRecipe, RecipeStep
 from stacks.base import PlatformStack
 
-NODE_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "node"
 #: Root device of the Ubuntu 22.04 parents (Deep Learning AMI and Canonical's AMI alike).
 ROOT_DEVICE = "/dev/sda1"
 #: The test stage: DCGM diagnostics, the NCCL all-reduce and the torch checks take well under this.
@@ -128,15 +124,11 @@ class ImageStack(PlatformStack):
         )
 
         image_name = f"{names.prefix}-gpu-node"
-        node_scripts = s3_assets.Asset(
-            self, "NodeScripts", path=str(NODE_SCRIPTS), exclude=["__pycache__", "*.pyc", "README.md"]
-        )
         self.components = {key: _component(self, key, prefix=names.prefix) for key in COMPONENTS.RECIPE_ORDER}
         builder = get_instance_type(image.builder_instance_type)
         parameter_values = {
             **image.versions,
             "PipIndexUrl": image.pip_index_url,
-            "NodeScriptsS3Uri": f"s3://{node_scripts.s3_bucket_name}/{node_scripts.s3_object_key}",
             "ExpectedGpuCount": str(builder.gpu_count),
             # Image Builder gives its test instance one ENA interface and no EFA, whatever the
             # type supports; the fleets' EFA is checked at launch by the node bootstrap.
@@ -176,7 +168,6 @@ class ImageStack(PlatformStack):
             "Builder",
             access=BuildAccess(
                 components=list(self.components.values()),
-                object_arns=[f"arn:{self.partition}:s3:::{node_scripts.s3_bucket_name}/{node_scripts.s3_object_key}"],
                 log_bucket_arn=build_log.bucket_arn,
                 log_prefix=BUILD_LOG_PREFIX,
                 log_key_arn=logs_key.key_arn,

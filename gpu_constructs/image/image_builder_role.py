@@ -19,14 +19,12 @@ class BuildAccess:
     """What a build instance reads and writes, by name or ARN.
 
     - ``components``: the recipe's components (``imagebuilder:GetComponent``);
-    - ``object_arns``: S3 objects the components download (the node scripts archive);
     - ``log_bucket_arn``, ``log_prefix`` and ``log_key_arn``: where AWSTOE uploads the build logs
       (by name: the ARN must be a literal for the acknowledgment to name it) and their SSE-KMS key;
     - ``log_group_arn``: the image's CloudWatch log group.
     """
 
     components: Sequence[ImageComponent]
-    object_arns: Sequence[str]
     log_bucket_arn: str
     log_prefix: str
     log_key_arn: str
@@ -91,7 +89,6 @@ class ImageBuilderInstanceRole(Construct):
                 sid="RecipeComponents", actions=["imagebuilder:GetComponent"], resources=component_arns
             ),
             iam.PolicyStatement(sid="ImageBuilderAgent", actions=["s3:GetObject"], resources=[toe_buckets]),
-            iam.PolicyStatement(sid="ComponentDownloads", actions=["s3:GetObject"], resources=list(access.object_arns)),
             iam.PolicyStatement(sid="BuildLogs", actions=["s3:PutObject"], resources=[log_objects]),
             iam.PolicyStatement(
                 sid="BuildLogsKeyThroughS3",

@@ -30,7 +30,7 @@ VERSION_PARAMETERS: dict[str, tuple[str, ...]] = {
     "cloudwatch-agent": ("CloudWatchAgentVersion",),
     "lustre-client": ("LustreClientVersion",),
     "dcgm": ("DcgmVersion", "CudaVersion"),
-    "node-scripts": (),
+    "node-runtime": (),
     "gpu-validation": (),
 }
 
@@ -42,7 +42,7 @@ OTHER_PARAMETERS: dict[str, tuple[str, ...]] = {
     "cloudwatch-agent": (),
     "lustre-client": (),
     "dcgm": (),
-    "node-scripts": ("NodeScriptsS3Uri",),
+    "node-runtime": (),
     "gpu-validation": ("ExpectedGpuCount", "ExpectEfa"),
 }
 
@@ -54,7 +54,7 @@ RECIPE_ORDER: tuple[str, ...] = (
     "lustre-client",
     "pytorch",
     "cloudwatch-agent",
-    "node-scripts",
+    "node-runtime",
     "gpu-validation",
 )
 """The order the recipe should list the components in, and why:

@@ -100,7 +100,6 @@ ALLOWED_LITERALS = ("22.04",)
 # What each parameter looks like when the stack fills it in; unknown names get a version.
 SAMPLE_VALUES = {
     "PipIndexUrl": "https://example.invalid/whl/cuda",
-    "NodeScriptsS3Uri": "s3://example-bucket/node/scripts.zip",
     "ExpectedGpuCount": "8",
     "ExpectEfa": "true",
     "CudnnVersion": "9.1.2.3",
@@ -348,10 +347,12 @@ def test_cloudwatch_agent_is_installed_but_never_started() -> None:
     assert "enable --now" not in text and "fetch-config" not in text
 
 
-def test_node_scripts_enable_the_units_the_node_layout_names() -> None:
-    text = "\n".join(script for _, script in bash_scripts(load("node-scripts")))
-    assert "systemctl enable gpu-health.timer spot-watcher.service" in text
-    assert "prefix=/opt/gpu-platform/node" in text
+def test_node_runtime_provides_boto3_and_bakes_in_no_node_script() -> None:
+    """The scripts arrive at launch (user data); the image only gives them boto3 on the system Python."""
+    text = "\n".join(script for _, script in bash_scripts(load("node-runtime")))
+    assert "install -y --no-install-recommends python3-boto3" in text
+    assert "/usr/bin/python3 -c 'import boto3'" in text
+    assert "/opt/gpu-platform/node" not in text and "systemctl" not in text
 
 
 # --- The version lookups the scripts do, run against a stubbed apt ---------------------------
