@@ -225,7 +225,7 @@ class ImageStack(PlatformStack):
 
 def _component(scope: Construct, key: str, *, prefix: str) -> ImageComponent:
     """The component of one document of ``scripts/image/components/``."""
-    document = ComponentDocument.parse(COMPONENTS.component_path(key).read_text(encoding="utf-8"))
+    document = ComponentDocument.parse(COMPONENTS.document(key))
     return ImageComponent(
         scope, f"Component-{key}", name=f"{prefix}-{key}", description=document.description, document=document.document
     )

@@ -192,9 +192,9 @@ def test_one_component_per_document_with_its_content(synth: Synth, env: str) -> 
     documents = sorted(COMPONENTS.COMPONENTS_DIR.glob("*.yaml"))
     assert sorted(components) == sorted(f"{prefix}-{path.stem}" for path in documents)
     for path in documents:
-        text = path.read_text(encoding="utf-8")
+        text = COMPONENTS.document(path.stem)
         component = components[f"{prefix}-{path.stem}"]
-        # The file as written, less its opening comment block (notes for people): the same YAML.
+        # The file with its includes expanded, less its opening comment block (notes for people).
         assert component["Data"] == strip_leading_comments(text)
         assert text.endswith(component["Data"])
         assert yaml.safe_load(component["Data"]) == yaml.safe_load(text)
