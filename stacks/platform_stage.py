@@ -1,9 +1,9 @@
-"""PlatformStage: every stack of one environment, tagged, in one cloud assembly."""
+"""PlatformStage: every stack of one environment (each tagged by PlatformStack), in one cloud assembly."""
 
 from __future__ import annotations
 
 from aws_cdk import Environment as AwsEnvironment
-from aws_cdk import Stage, Tags
+from aws_cdk import Stage
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -71,5 +71,3 @@ class PlatformStage(Stage):
         )
         # Every role of the environment, in every stack, carries the boundary.
         iam.PermissionsBoundary.of(self).apply(self.security.boundary)
-        for key, value in env.tags.items():
-            Tags.of(self).add(key, value)
