@@ -67,7 +67,6 @@ if set(VERSION_PARAMETERS) != _TAKEN:  # a component gained or lost a pin: keep 
 #: Component parameters that are not versions, and where each comes from instead.
 _SET_ELSEWHERE = {
     "PipIndexUrl": "image.pip_index_url",
-    "NodeScriptsS3Uri": "the image stack (an S3 asset of scripts/node)",
     "ExpectedGpuCount": "the image stack (the builder's GPU count in the instance catalog)",
     "ExpectEfa": "the image stack (Image Builder test instances have no EFA interface)",
 }

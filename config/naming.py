@@ -80,7 +80,7 @@ class ResourceNames:
         return f"{self.node_log_group_prefix}{log}"
 
     def fleet_alarm(self, fleet: str, alarm: str) -> str:
-        """A fleet's CloudWatch alarm (``gpu_constructs/fleet_alarms.py``), e.g. ``health-check-failed``."""
+        """A fleet's CloudWatch alarm (``gpu_constructs/observability/fleet_alarms.py``), e.g. ``health-check-failed``."""
         return f"{self.prefix}-{fleet}-{alarm}"
 
     @property

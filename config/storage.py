@@ -11,6 +11,8 @@ from config.base import Strict
 
 #: Allowed per-unit storage throughput (MB/s/TiB) of SSD deployment types.
 PER_UNIT_THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250, 500, 1000)}
+#: Baseline throughput of scratch file systems, MB/s per TiB (FSx for Lustre performance table).
+SCRATCH_MB_PER_TIB = 200
 MAX_ASSOCIATIONS = 8  # FSx for Lustre: at most 8 data repository associations per file system
 EVENTS = ("NEW", "CHANGED", "DELETED")
 
@@ -62,6 +64,13 @@ class FileSystem(Strict):
     data_compression: Literal["LZ4", "NONE"] = "LZ4"
     lustre_version: Literal["2.15", "2.12"] = "2.15"
     automatic_backup_retention_days: Annotated[int, Field(ge=0, le=90)] = 0
+
+    @property
+    def baseline_throughput_mb_per_s(self) -> float:
+        """Baseline throughput of the whole file system: per-unit throughput (scratch: a fixed rate) per TiB."""
+        per_tib = self.per_unit_storage_throughput if self.deployment_type.persistent else SCRATCH_MB_PER_TIB
+        assert per_tib is not None, "a persistent file system has a per-unit throughput (checked by _rules)"
+        return per_tib * self.storage_capacity_gib / 1024
 
     @model_validator(mode="after")
     def _rules(self) -> FileSystem:

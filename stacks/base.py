@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Environment as AwsEnvironment
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -19,7 +19,8 @@ class PlatformStack(Stack):
 
     Availability zones come from the config, so synth needs no context lookup.
     ``stateful`` stacks get termination protection where the environment protects
-    stateful resources, and their resources take ``self.removal_policy``.
+    stateful resources, and their resources take ``self.removal_policy``. The environment's
+    cost-allocation tags are applied here, and only here: to the stack and to its resources.
     """
 
     def __init__(
@@ -33,8 +34,11 @@ class PlatformStack(Stack):
             env=AwsEnvironment(account=env.account, region=env.region),
             termination_protection=protect,
             description=description,
-            tags=dict(env.tags),  # stack tags: CloudFormation propagates them to every resource
+            tags=dict(env.tags),  # the stack's own tags (manifest): CloudFormation propagates them at deploy
         )
+        # ... and in the template, on every taggable resource of the stack (CDK's tag aspect).
+        for key, value in env.tags.items():
+            Tags.of(self).add(key, value)
         self.config = env
         self.removal_policy = RemovalPolicy.RETAIN if protect else RemovalPolicy.DESTROY
         self.log_retention = _RETENTION[env.logging.retention_days]

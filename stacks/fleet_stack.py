@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config import Environment
 from config.catalog import get_instance_type
 from config.naming import ResourceNames
-from gpu_constructs.ami_rollout import AmiRollout, FleetRollout, refresh_preferences
-from gpu_constructs.cloudwatch_agent import NodeLogFile, agent_config, to_json
-from gpu_constructs.gpu_fleet import GpuFleet
-from gpu_constructs.node_logs import NODE_LOGS
-from gpu_constructs.node_user_data import NodeScripts, render_user_data
-from gpu_constructs.platform_vpc import GPU_SUBNET_GROUP
+from gpu_constructs.fleet.ami_rollout import AmiRollout, FleetRollout, refresh_preferences
+from gpu_constructs.fleet.gpu_fleet import GpuFleet
+from gpu_constructs.fleet.node_scripts import publish_node_scripts
+from gpu_constructs.fleet.render.node_logs import NODE_LOGS
+from gpu_constructs.fleet.render.node_settings import NodeSite, instance_type_facts, node_agent_config_json, node_env
+from gpu_constructs.fleet.render.user_data import render_user_data
+from gpu_constructs.network.platform_vpc import GPU_SUBNET_GROUP
 from stacks.base import PlatformStack
-
-NODE_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "node"
-FSX_MOUNT_POINT = "/fsx"
 
 
 class FleetStack(PlatformStack):
@@ -56,31 +52,12 @@ class FleetStack(PlatformStack):
             scope, construct_id, env=env, stateful=False, description=f"GPU platform {env.name}: GPU fleets"
         )
         names = ResourceNames.of(env)
-
-        scripts = s3_assets.Asset(
-            self, "NodeScripts", path=str(NODE_SCRIPTS), exclude=["__pycache__", "*.pyc", "README.md"]
-        )
-        scripts_read = iam.ManagedPolicy(
-            self,
-            "NodeScriptsRead",
-            description="GPU nodes read the node scripts of this stack's asset",
-            roles=[node_role],
-            statements=[
-                iam.PolicyStatement(
-                    actions=["s3:GetObject"],
-                    resources=[f"arn:{self.partition}:s3:::{scripts.s3_bucket_name}/{scripts.s3_object_key}"],
-                )
-            ],
-        )
+        scripts = publish_node_scripts(self, node_role=node_role)
         if sorted(node_log_groups) != sorted(NODE_LOGS):
             raise ValueError(f"node log groups {sorted(node_log_groups)} do not match NODE_LOGS {sorted(NODE_LOGS)}")
         self.node_log_groups = dict(node_log_groups)
-        agent = to_json(
-            agent_config(
-                namespace=names.metrics_namespace,
-                log_files=[NodeLogFile(name, path, names.node_log_group(name)) for name, path in NODE_LOGS.items()],
-            )
-        )
+        site = NodeSite(names=names, fsx_dns_name=fsx_dns_name, fsx_mount_name=fsx_mount_name)
+        agent = node_agent_config_json(names)
         machine_image = ec2.MachineImage.from_ssm_parameter(names.ami_parameter)
         self.alerts_topic = alerts_topic
 
@@ -92,35 +69,10 @@ class FleetStack(PlatformStack):
             user_data.add_commands(
                 *render_user_data(
                     region=env.region,
-                    node_env={
-                        "GPU_PLATFORM_ENV": env.name,
-                        "AWS_REGION": env.region,
-                        "FLEET_NAME": fleet.name,
-                        "ASG_NAME": group_name,
-                        "LAUNCH_HOOK_NAME": f"{group_name}-launch",
-                        "TERMINATE_HOOK_NAME": f"{group_name}-terminate",
-                        "METRIC_NAMESPACE": names.metrics_namespace,
-                        "FSX_DNS_NAME": fsx_dns_name,
-                        "FSX_MOUNT_NAME": fsx_mount_name,
-                        "FSX_MOUNT_POINT": FSX_MOUNT_POINT,
-                        # The checkpoint contract (scripts/node/README.md): a job puts <job>.pid in
-                        # TRAINING_PID_DIR (the watcher units create it) and checkpoints on SIGUSR1
-                        # under CHECKPOINT_DIR/<job>/.
-                        "CHECKPOINT_DIR": f"{FSX_MOUNT_POINT}/checkpoints",
-                        "TRAINING_PID_DIR": "/run/gpu-platform/jobs",
-                        "EFA_ENABLED": str(fleet.efa).lower(),
-                        "CONTAINERS_ENABLED": str(fleet.containers).lower(),
-                    },
-                    instance_types={
-                        item.instance_type: {
-                            "gpus": item.gpu_count,
-                            "efa_interfaces": item.max_efa_interfaces if fleet.efa else 0,
-                            "gpudirect_rdma": item.gpudirect_rdma and fleet.efa,
-                        }
-                        for item in catalog
-                    },
+                    node_env=node_env(site, fleet),
+                    instance_types=instance_type_facts(fleet, catalog),
                     agent_config_json=agent,
-                    scripts=NodeScripts(bucket_name=scripts.s3_bucket_name, object_key=scripts.s3_object_key),
+                    scripts=scripts.location,
                     every_boot=fleet.warm_pool is not None,
                 )
             )
@@ -146,7 +98,7 @@ class FleetStack(PlatformStack):
             for log_group in self.node_log_groups.values():
                 gpu_fleet.auto_scaling_group.node.add_dependency(log_group)  # the agent cannot create log groups
             # No node launches before it can fetch its scripts.
-            gpu_fleet.auto_scaling_group.node.add_dependency(scripts_read)
+            gpu_fleet.auto_scaling_group.node.add_dependency(scripts.read_policy)
             self.fleets[fleet.name] = gpu_fleet
 
         self.ami_rollout = self._ami_rollout(env, names, node_role)

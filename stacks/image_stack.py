@@ -2,39 +2,31 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from config import Environment, ImageSharing
 from config.catalog import get_instance_type
 from config.image import COMPONENTS
-from config.loader import safe_load
 from config.naming import ResourceNames
 from config.sharing import DISTRIBUTION_ROLE_NAME
-from gpu_constructs.ami_parameter_seed import AmiParameterSeed
-from gpu_constructs.hardened_bucket import HardenedBucket, log_lifecycle
-from gpu_constructs.image_builder_role import BuildAccess, ImageBuilderInstanceRole
-from gpu_constructs.image_component import ImageComponent, strip_leading_comments
-from gpu_constructs.image_copy_role import ImageCopyRole
-from gpu_constructs.image_distribution import DistributionTarget, ImageDistribution
-from gpu_constructs.image_infrastructure import ImageInfrastructure
-from gpu_constructs.image_key import ImageKey
-from gpu_constructs.image_pipeline import ImagePipeline
-from gpu_constructs.image_recipe import ImageRecipe, RecipeStep
+from gpu_constructs.image.ami_parameter_seed import AmiParameterSeed
+from gpu_constructs.image.build_logs import BUILD_LOG_PREFIX, build_logs
+from gpu_constructs.image.image_builder_role import BuildAccess, ImageBuilderInstanceRole
+from gpu_constructs.image.image_component import ComponentDocument, ImageComponent
+from gpu_constructs.image.image_copy_role import ImageCopyRole
+from gpu_constructs.image.image_distribution import DistributionTarget, ImageDistribution
+from gpu_constructs.image.image_infrastructure import ImageInfrastructure
+from gpu_constructs.image.image_key import ImageKey
+from gpu_constructs.image.image_pipeline import ImagePipeline
+from gpu_constructs.image.image_recipe import ImageRecipe, RecipeStep
 from stacks.base import PlatformStack
 
-NODE_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "node"
 #: Root device of the Ubuntu 22.04 parents (Deep Learning AMI and Canonical's AMI alike).
 ROOT_DEVICE = "/dev/sda1"
-#: Prefix of AWSTOE's build logs in the image log bucket.
-BUILD_LOG_PREFIX = "image-builder"
 #: The test stage: DCGM diagnostics, the NCCL all-reduce and the torch checks take well under this.
 TEST_TIMEOUT_MINUTES = 120
 
@@ -132,18 +124,11 @@ class ImageStack(PlatformStack):
         )
 
         image_name = f"{names.prefix}-gpu-node"
-        node_scripts = s3_assets.Asset(
-            self, "NodeScripts", path=str(NODE_SCRIPTS), exclude=["__pycache__", "*.pyc", "README.md"]
-        )
-        self.components = {
-            key: ImageComponent(self, f"Component-{key}", name=f"{names.prefix}-{key}", **_document(key))
-            for key in COMPONENTS.RECIPE_ORDER
-        }
+        self.components = {key: _component(self, key, prefix=names.prefix) for key in COMPONENTS.RECIPE_ORDER}
         builder = get_instance_type(image.builder_instance_type)
         parameter_values = {
             **image.versions,
             "PipIndexUrl": image.pip_index_url,
-            "NodeScriptsS3Uri": f"s3://{node_scripts.s3_bucket_name}/{node_scripts.s3_object_key}",
             "ExpectedGpuCount": str(builder.gpu_count),
             # Image Builder gives its test instance one ENA interface and no EFA, whatever the
             # type supports; the fleets' EFA is checked at launch by the node bootstrap.
@@ -166,44 +151,27 @@ class ImageStack(PlatformStack):
 
         # Logs outlive a replaced image stack where the environment is protected; elsewhere the
         # bucket must be emptied by hand before the stack can be deleted (no auto-delete).
-        retain = RemovalPolicy.RETAIN if env.protect_stateful_resources else RemovalPolicy.DESTROY
-        log_bucket_name = f"{names.prefix}-image-logs-{env.account}-{env.region}"
-        self.log_bucket = HardenedBucket(
+        build_log = build_logs(
             self,
-            "BuildLogs",
-            bucket_name=log_bucket_name,
-            encryption_key=logs_key,
+            image_name=image_name,
+            bucket_name=f"{names.prefix}-image-logs-{env.account}-{env.region}",
+            logs_key=logs_key,
             access_log_bucket=access_log_bucket,
-            access_log_prefix="image-logs-bucket/",
-            lifecycle_rules=log_lifecycle(
-                transition_days=env.audit.log_transition_days, expiration_days=env.audit.log_expiration_days
-            ),
-            removal_policy=retain,
-        ).bucket
-        image_logs, pipeline_logs = (
-            logs.LogGroup(
-                self,
-                construct,
-                log_group_name=log_group_name,
-                encryption_key=logs_key,
-                retention=self.log_retention,
-                removal_policy=retain,
-            )
-            for construct, log_group_name in (
-                ("ImageLogs", f"/aws/imagebuilder/{image_name}"),
-                ("PipelineLogs", f"/aws/imagebuilder/pipeline/{image_name}"),
-            )
+            transition_days=env.audit.log_transition_days,
+            expiration_days=env.audit.log_expiration_days,
+            retention=self.log_retention,
+            removal_policy=RemovalPolicy.RETAIN if env.protect_stateful_resources else RemovalPolicy.DESTROY,
         )
+        self.log_bucket = build_log.bucket
         self.builder_role = ImageBuilderInstanceRole(
             self,
             "Builder",
             access=BuildAccess(
                 components=list(self.components.values()),
-                object_arns=[f"arn:{self.partition}:s3:::{node_scripts.s3_bucket_name}/{node_scripts.s3_object_key}"],
-                log_bucket_arn=f"arn:{self.partition}:s3:::{log_bucket_name}",
+                log_bucket_arn=build_log.bucket_arn,
                 log_prefix=BUILD_LOG_PREFIX,
                 log_key_arn=logs_key.key_arn,
-                log_group_arn=image_logs.log_group_arn,
+                log_group_arn=build_log.image_logs.log_group_arn,
             ),
         )
         self.infrastructure = ImageInfrastructure(
@@ -250,15 +218,17 @@ class ImageStack(PlatformStack):
             distribution_arn=self.distribution.arn,
             schedule=image.schedule,
             test_timeout_minutes=TEST_TIMEOUT_MINUTES,
-            image_log_group_name=image_logs.log_group_name,
-            pipeline_log_group_name=pipeline_logs.log_group_name,
+            image_log_group_name=build_log.image_logs.log_group_name,
+            pipeline_log_group_name=build_log.pipeline_logs.log_group_name,
         )
 
 
-def _document(key: str) -> dict[str, str]:
-    """Description and inline document of one component file (its opening comment block left out)."""
-    text = COMPONENTS.component_path(key).read_text(encoding="utf-8")
-    return {"description": safe_load(text)["description"], "document": strip_leading_comments(text)}
+def _component(scope: Construct, key: str, *, prefix: str) -> ImageComponent:
+    """The component of one document of ``scripts/image/components/``."""
+    document = ComponentDocument.parse(COMPONENTS.document(key))
+    return ImageComponent(
+        scope, f"Component-{key}", name=f"{prefix}-{key}", description=document.description, document=document.document
+    )
 
 
 def _first_subnet(vpc: ec2.IVpc, selection: ec2.SubnetSelection) -> str:

@@ -8,22 +8,13 @@ from constructs import Construct
 
 from config import Environment
 from config.naming import ResourceNames
-from gpu_constructs.alarm_factory import AlarmFactory
-from gpu_constructs.fleet_alarms import FleetAlarms
-from gpu_constructs.fsx_alarms import FsxAlarms
-from gpu_constructs.platform_dashboard import FleetPanel, PlatformDashboard
-from gpu_constructs.security_alarms import SecurityAlarms
-from gpu_constructs.spot_events import SpotEvents
+from gpu_constructs.observability.alarm_factory import AlarmFactory
+from gpu_constructs.observability.fleet_alarms import FleetAlarms
+from gpu_constructs.observability.fsx_alarms import FsxAlarms
+from gpu_constructs.observability.platform_dashboard import FleetPanel, PlatformDashboard
+from gpu_constructs.observability.security_alarms import SecurityAlarms
+from gpu_constructs.observability.spot_events import SpotEvents
 from stacks.base import PlatformStack
-
-#: Baseline throughput of scratch file systems, MB/s per TiB (FSx for Lustre performance table).
-SCRATCH_MB_PER_TIB = 200
-
-
-def lustre_throughput_mb_per_s(env: Environment) -> float:
-    fs = env.storage.file_system
-    per_tib = fs.per_unit_storage_throughput if fs.deployment_type.persistent else SCRATCH_MB_PER_TIB
-    return per_tib * fs.storage_capacity_gib / 1024
 
 
 class MonitoringStack(PlatformStack):
@@ -61,7 +52,7 @@ class MonitoringStack(PlatformStack):
             "Lustre",
             file_system_id=file_system_id,
             storage_capacity_gib=env.storage.file_system.storage_capacity_gib,
-            throughput_mb_per_s=lustre_throughput_mb_per_s(env),
+            throughput_mb_per_s=env.storage.file_system.baseline_throughput_mb_per_s,
             thresholds=env.alarms,
             factory=factory,
         )

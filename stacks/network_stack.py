@@ -6,10 +6,10 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from config import EgressMode, Environment
-from gpu_constructs.efa_security_group import EfaSecurityGroup
-from gpu_constructs.node_security_group import NodeSecurityGroup
-from gpu_constructs.platform_vpc import PlatformVpc
-from gpu_constructs.vpc_endpoints import InterfaceEndpoints, S3GatewayEndpoint
+from gpu_constructs.network.efa_security_group import EfaSecurityGroup
+from gpu_constructs.network.node_security_group import NodeSecurityGroup
+from gpu_constructs.network.platform_vpc import PlatformVpc
+from gpu_constructs.network.vpc_endpoints import InterfaceEndpoints, S3GatewayEndpoint
 from stacks.base import PlatformStack
 
 

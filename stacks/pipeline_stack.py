@@ -12,9 +12,9 @@ from constructs import Construct
 from config import Environment
 from config.pipeline_schema import Pipeline
 from config.sharing import ImageSharing
-from gpu_constructs.pipeline_acknowledgments import acknowledge_pipeline_grants
-from gpu_constructs.pipeline_artifacts import PipelineArtifacts
-from gpu_constructs.pipeline_steps import manual_approval, post_deploy_check, synth_step
+from gpu_constructs.pipeline.pipeline_acknowledgments import acknowledge_pipeline_grants
+from gpu_constructs.pipeline.pipeline_artifacts import PipelineArtifacts
+from gpu_constructs.pipeline.pipeline_steps import manual_approval, post_deploy_check, synth_step
 from stacks.platform_stage import PlatformStage
 
 #: Construct id and CloudFormation name of the pipeline stack: ``cdk deploy -c pipeline=true gpu-platform-pipeline``.

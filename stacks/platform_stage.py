@@ -1,14 +1,15 @@
-"""PlatformStage: every stack of one environment, tagged, in one cloud assembly."""
+"""PlatformStage: every stack of one environment (each tagged by PlatformStack), in one cloud assembly."""
 
 from __future__ import annotations
 
 from aws_cdk import Environment as AwsEnvironment
-from aws_cdk import Stage, Tags
+from aws_cdk import Stage
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from config import Environment, ImageSharing
-from stacks.fleet_stack import NODE_LOGS, FleetStack
+from gpu_constructs.fleet.render.node_logs import NODE_LOGS
+from stacks.fleet_stack import FleetStack
 from stacks.image_stack import ImageStack
 from stacks.monitoring_stack import MonitoringStack
 from stacks.network_stack import NetworkStack
@@ -70,5 +71,3 @@ class PlatformStage(Stage):
         )
         # Every role of the environment, in every stack, carries the boundary.
         iam.PermissionsBoundary.of(self).apply(self.security.boundary)
-        for key, value in env.tags.items():
-            Tags.of(self).add(key, value)

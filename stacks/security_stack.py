@@ -13,13 +13,13 @@ from constructs import Construct
 from config import Environment
 from config.naming import ResourceNames
 from config.schema import ObjectLockMode
-from gpu_constructs.alerts_topic import AlertsTopic
-from gpu_constructs.audit_trail import AuditTrail
-from gpu_constructs.hardened_bucket import AccessLogBucket, log_lifecycle
-from gpu_constructs.node_role import GpuNodeRole, NodeAccess
-from gpu_constructs.permissions_boundary import PassRoleGrant, PlatformPermissionsBoundary
-from gpu_constructs.platform_keys import PlatformKeys
-from gpu_constructs.session_manager import SessionManagerLogging
+from gpu_constructs.observability.alerts_topic import AlertsTopic
+from gpu_constructs.security.audit_trail import AuditTrail
+from gpu_constructs.security.node_role import GpuNodeRole, NodeAccess
+from gpu_constructs.security.permissions_boundary import PassRoleGrant, PlatformPermissionsBoundary
+from gpu_constructs.security.platform_keys import PlatformKeys
+from gpu_constructs.security.session_manager import SessionManagerLogging
+from gpu_constructs.storage.hardened_bucket import AccessLogBucket, log_lifecycle
 from stacks.base import PlatformStack
 
 

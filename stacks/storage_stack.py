@@ -11,9 +11,9 @@ from constructs import Construct
 
 from config import Environment
 from config.naming import ResourceNames
-from gpu_constructs.hardened_bucket import HardenedBucket
-from gpu_constructs.lustre_storage import Link, LustreSettings, LustreStorage
-from gpu_constructs.platform_vpc import GPU_SUBNET_GROUP
+from gpu_constructs.network.platform_vpc import GPU_SUBNET_GROUP
+from gpu_constructs.storage.hardened_bucket import HardenedBucket
+from gpu_constructs.storage.lustre_storage import Link, LustreSettings, LustreStorage
 from stacks.base import PlatformStack
 
 

@@ -13,13 +13,19 @@ module is what the stack (and the tests) use to map config fields to parameters:
 
 The tests check that these tables and the ``parameters:`` blocks of the documents agree
 exactly, in both directions, so neither can drift from the other.
+
+Each ExecuteBash step is a script of its own, so a helper several steps need lives once under
+``lib/``: a step says ``# include: lib/<file>.sh`` where it wants it, and :func:`document` gives
+the document as Image Builder receives it, with the helper written there.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-COMPONENTS_DIR = Path(__file__).resolve().parent / "components"
+IMAGE_DIR = Path(__file__).resolve().parent
+COMPONENTS_DIR = IMAGE_DIR / "components"
 """One ``<component>.yaml`` per concern; the file stem is the component key below."""
 
 VERSION_PARAMETERS: dict[str, tuple[str, ...]] = {
@@ -30,7 +36,7 @@ VERSION_PARAMETERS: dict[str, tuple[str, ...]] = {
     "cloudwatch-agent": ("CloudWatchAgentVersion",),
     "lustre-client": ("LustreClientVersion",),
     "dcgm": ("DcgmVersion", "CudaVersion"),
-    "node-scripts": (),
+    "node-runtime": (),
     "gpu-validation": (),
 }
 
@@ -42,7 +48,7 @@ OTHER_PARAMETERS: dict[str, tuple[str, ...]] = {
     "cloudwatch-agent": (),
     "lustre-client": (),
     "dcgm": (),
-    "node-scripts": ("NodeScriptsS3Uri",),
+    "node-runtime": (),
     "gpu-validation": ("ExpectedGpuCount", "ExpectEfa"),
 }
 
@@ -54,7 +60,7 @@ RECIPE_ORDER: tuple[str, ...] = (
     "lustre-client",
     "pytorch",
     "cloudwatch-agent",
-    "node-scripts",
+    "node-runtime",
     "gpu-validation",
 )
 """The order the recipe should list the components in, and why:
@@ -83,3 +89,29 @@ def component_path(name: str) -> Path:
 def parameters(name: str) -> tuple[str, ...]:
     """All parameters of one component: its version pins, then the others."""
     return VERSION_PARAMETERS[name] + OTHER_PARAMETERS[name]
+
+
+_INCLUDE = re.compile(r"^(?P<indent>[ ]*)# include: (?P<path>lib/[A-Za-z0-9_.-]+)\n", re.MULTILINE)
+
+
+def _helper(relative: str) -> str:
+    """A helper of ``lib/`` without the comment block that opens it (its notes for people)."""
+    path = IMAGE_DIR / relative
+    if not path.is_file():
+        raise FileNotFoundError(f"{relative} is included by a component but {path} does not exist")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def document(name: str) -> str:
+    """The document of one component as Image Builder receives it: every ``# include: lib/...`` line
+    replaced by that helper, indented like the line."""
+
+    def expand(match: re.Match[str]) -> str:
+        indent = match.group("indent")
+        helper = _helper(match.group("path"))
+        return "".join(indent + line if line.strip() else line for line in helper.splitlines(keepends=True))
+
+    return _INCLUDE.sub(expand, component_path(name).read_text(encoding="utf-8"))

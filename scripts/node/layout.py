@@ -1,6 +1,6 @@
 """Where the node services live on a GPU instance, and the files the fleet's user data hands them.
 
-The user data (gpu_constructs/node_user_data.py) creates CONFIG_DIR, writes ENV_FILE,
+The user data (gpu_constructs/fleet/render/user_data.py) creates CONFIG_DIR, writes ENV_FILE,
 INSTANCE_TYPES_FILE and CLOUDWATCH_AGENT_CONFIG, unpacks this folder into INSTALL_PREFIX and runs
 BOOTSTRAP. The names here are that contract; bootstrap.sh uses the same literals (a test keeps
 them in step).
@@ -23,7 +23,7 @@ INSTANCE_TYPES_FILE = f"{CONFIG_DIR}/instance-types.json"
 """{"p4d.24xlarge": {"gpus": 8, "efa_interfaces": 4, "gpudirect_rdma": true}, ...}: the fleet's types."""
 
 CLOUDWATCH_AGENT_CONFIG = f"{CONFIG_DIR}/cloudwatch-agent.json"
-"""The CloudWatch agent configuration (gpu_constructs/cloudwatch_agent.py renders it)."""
+"""The CloudWatch agent configuration (gpu_constructs/fleet/render/agent_config.py renders it)."""
 
 EFA_NODE_ENV_FILE = f"{CONFIG_DIR}/efa-node.env"
 """Per-instance-type EFA settings the bootstrap writes; the image's /etc/profile.d/gpu-platform-efa.sh reads it."""

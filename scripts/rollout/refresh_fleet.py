@@ -1,7 +1,7 @@
 """Refresh one GPU fleet onto a new AMI: the step the AMI rollout runbook runs for each fleet.
 
 It runs inside SSM Automation (``aws:executeScript``, Python 3.11, handler ``handler``) under the
-runbook's role; ``gpu_constructs/ami_rollout.py`` embeds this file in the runbook. Input payload:
+runbook's role; ``gpu_constructs/fleet/ami_rollout.py`` embeds this file in the runbook. Input payload:
 ``GroupName``, ``ImageId`` (read from the AMI parameter by the runbook's first step) and
 ``Preferences`` (the instance refresh preferences, from the fleet's ``refresh:`` config).
 

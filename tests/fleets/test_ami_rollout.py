@@ -12,7 +12,7 @@ from botocore.validate import ParamValidator
 
 from config.fleets import Fleet
 from config.naming import ResourceNames
-from gpu_constructs.ami_rollout import REFRESH_SCRIPT
+from gpu_constructs.fleet.ami_rollout import REFRESH_SCRIPT
 from tests.fleets.conftest import fleets_stack
 from tests.iam_documents import Resolver
 from tests.synth import StackTemplate, Synth

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from config.naming import ResourceNames
-from gpu_constructs.node_user_data import USER_DATA_LIMIT_BYTES
+from gpu_constructs.fleet.render.user_data import USER_DATA_LIMIT_BYTES
 from tests.fleets.conftest import fleets_stack
 from tests.synth import StackTemplate, Synth
 

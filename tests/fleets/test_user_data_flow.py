@@ -19,7 +19,7 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from moto import mock_aws
 
-from gpu_constructs.node_user_data import FETCH_ATTEMPTS, NodeScripts, render_user_data
+from gpu_constructs.fleet.render.user_data import FETCH_ATTEMPTS, NodeScripts, render_user_data
 from tests.fleets.user_data_env import S3AndLifecycle, install_aws_cli
 from tests.node.fake_aws import LifecycleFleet
 from tests.node.helpers import NODE_DIR, FakeImds

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from config.naming import ResourceNames
-from stacks.fleet_stack import NODE_LOGS
+from gpu_constructs.fleet.render.node_logs import NODE_LOGS
 from tests.flows.assembly import Environment
 from tests.synth import Synth
 

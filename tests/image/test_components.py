@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,6 @@ ALLOWED_LITERALS = ("22.04",)
 # What each parameter looks like when the stack fills it in; unknown names get a version.
 SAMPLE_VALUES = {
     "PipIndexUrl": "https://example.invalid/whl/cuda",
-    "NodeScriptsS3Uri": "s3://example-bucket/node/scripts.zip",
     "ExpectedGpuCount": "8",
     "ExpectEfa": "true",
     "CudnnVersion": "9.1.2.3",
@@ -123,7 +123,8 @@ REQUIRED_TEST_CHECKS = {
 
 
 def load(name: str) -> dict[str, Any]:
-    return yaml.safe_load(DOCUMENTS[name].read_text())
+    """The document as Image Builder receives it (its ``# include:`` lines expanded)."""
+    return yaml.safe_load(versions.document(name))
 
 
 def declared_parameters(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -348,10 +349,12 @@ def test_cloudwatch_agent_is_installed_but_never_started() -> None:
     assert "enable --now" not in text and "fetch-config" not in text
 
 
-def test_node_scripts_enable_the_units_the_node_layout_names() -> None:
-    text = "\n".join(script for _, script in bash_scripts(load("node-scripts")))
-    assert "systemctl enable gpu-health.timer spot-watcher.service" in text
-    assert "prefix=/opt/gpu-platform/node" in text
+def test_node_runtime_provides_boto3_and_bakes_in_no_node_script() -> None:
+    """The scripts arrive at launch (user data); the image only gives them boto3 on the system Python."""
+    text = "\n".join(script for _, script in bash_scripts(load("node-runtime")))
+    assert "install -y --no-install-recommends python3-boto3" in text
+    assert "/usr/bin/python3 -c 'import boto3'" in text
+    assert "/opt/gpu-platform/node" not in text and "systemctl" not in text
 
 
 # --- The version lookups the scripts do, run against a stubbed apt ---------------------------
@@ -363,14 +366,12 @@ def script_of(name: str, step_name: str) -> str:
     return next(script for where, script in bash_scripts(load(name)) if where.endswith(f"/{step_name}"))
 
 
-def resolve_copies() -> list[tuple[str, str]]:
-    copies = []
-    for name in ALL:
-        for where, script in bash_scripts(load(name)):
-            match = RESOLVE_FUNCTION.search(script)
-            if match:
-                copies.append((f"{name}:{where}", match.group(0)))
-    return copies
+RESOLVE_HELPER = IMAGE_DIR / "lib" / "resolve.sh"
+
+
+def resolve_helper() -> str:
+    """The one definition of resolve(), run as written in the repository."""
+    return RESOLVE_HELPER.read_text()
 
 
 def fake_apt(tmp_path: Path, madison: dict[str, list[str]]) -> dict[str, str]:
@@ -397,11 +398,30 @@ def run_bash(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, check=False)
 
 
-def test_every_copy_of_the_resolve_helper_is_the_same() -> None:
-    """Each ExecuteBash step is its own script, so the helper is repeated; the copies must not drift."""
-    copies = resolve_copies()
-    assert len(copies) >= 5
-    assert len({body for _, body in copies}) == 1, [where for where, _ in copies]
+def test_resolve_is_written_once_and_every_script_that_calls_it_gets_it() -> None:
+    """No document defines resolve() itself; each step that calls it says ``# include: lib/resolve.sh``,
+    and the document Image Builder receives carries the helper's function, defined before its first call."""
+    helper = RESOLVE_FUNCTION.search(resolve_helper())
+    assert helper
+    callers = 0
+    for name, path in DOCUMENTS.items():
+        assert "resolve() {" not in path.read_text(), f"{name} defines resolve() itself"
+        for where, script in bash_scripts(load(name)):
+            if "$(resolve " not in script:
+                continue
+            callers += 1
+            assert helper.group(0) in textwrap.dedent(script), f"{name}:{where} calls resolve without including it"
+            assert script.index("resolve() {") < script.index("$(resolve "), f"{name}:{where}"
+    assert callers >= 6
+
+
+def test_an_include_of_a_missing_helper_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "components").mkdir()
+    (tmp_path / "components" / "efa.yaml").write_text("steps:\n  # include: lib/absent.sh\n")
+    monkeypatch.setattr(versions, "IMAGE_DIR", tmp_path)
+    monkeypatch.setattr(versions, "COMPONENTS_DIR", tmp_path / "components")
+    with pytest.raises(FileNotFoundError, match=r"lib/absent.sh is included by a component"):
+        versions.document("efa")
 
 
 @pytest.mark.parametrize(
@@ -416,7 +436,7 @@ def test_resolve_finds_the_debian_version_of_an_upstream_version(
     tmp_path: Path, offered: list[str], upstream: str, expected: str
 ) -> None:
     env = fake_apt(tmp_path, {"pkg": offered})
-    helper = resolve_copies()[0][1]
+    helper = resolve_helper()
     result = run_bash(
         f'set -euo pipefail\nfail() {{ echo "ERROR: $*" >&2; exit 1; }}\n{helper}resolve pkg {upstream}\n', env
     )
@@ -426,7 +446,7 @@ def test_resolve_finds_the_debian_version_of_an_upstream_version(
 
 def test_resolve_fails_with_what_apt_offers(tmp_path: Path) -> None:
     env = fake_apt(tmp_path, {"pkg": ["1.0.1-1", "1.0.0-1"]})
-    helper = resolve_copies()[0][1]
+    helper = resolve_helper()
     script = (
         f'set -euo pipefail\nfail() {{ echo "ERROR: $*" >&2; exit 1; }}\n{helper}v="$(resolve pkg 9.9.9)"\necho "$v"\n'
     )

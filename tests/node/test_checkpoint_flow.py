@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
-from gpu_constructs.node_logs import NODE_LOGS
+from gpu_constructs.fleet.render.node_logs import NODE_LOGS
 from tests.node.fake_aws import FakeAws, LifecycleFleet
 from tests.node.helpers import NODE_DIR, UNIT_DIR, FakeImds, read_unit, unit_output_file
 from tests.node.training_job import TrainingJob

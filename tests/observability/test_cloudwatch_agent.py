@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft4Validator
 
-from gpu_constructs.cloudwatch_agent import (
+from gpu_constructs.fleet.render.agent_config import NodeLogFile, agent_config, to_json
+from gpu_constructs.fleet.render.agent_metrics import (
     AGGREGATION_DIMENSIONS,
     AUTO_SCALING_GROUP_NAME,
     DISK_USED_PERCENT,
@@ -20,14 +21,11 @@ from gpu_constructs.cloudwatch_agent import (
     MEM_USED_PERCENT,
     SUPPORTED_GPU_MEASUREMENTS,
     GpuMeasurement,
-    NodeLogFile,
-    agent_config,
     fleet_dimensions,
     gpu_metric_name,
     metric_names,
     namespace_for,
     published_metrics,
-    to_json,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

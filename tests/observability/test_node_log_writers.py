@@ -17,8 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpu_constructs.node_logs import NODE_LOG_DIR, NODE_LOGS
-from gpu_constructs.node_user_data import NodeScripts, render_user_data
+from gpu_constructs.fleet.render.node_logs import NODE_LOG_DIR, NODE_LOGS
+from gpu_constructs.fleet.render.user_data import NodeScripts, render_user_data
 from tests.fleets.conftest import fleets_stack
 from tests.node.helpers import FIXTURES, NODE_DIR, UNIT_DIR, read_unit, unit_output_file
 from tests.synth import Synth

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_constructs.pipeline_steps import CHECK_SCRIPT, SYNTH_SCRIPT
+from gpu_constructs.pipeline.pipeline_steps import CHECK_SCRIPT, SYNTH_SCRIPT
 from tests.synth import ROOT
 
 SHELLCHECK = Path(sys.executable).with_name("shellcheck")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from config import load_environment
-from gpu_constructs.pipeline_steps import CHECK_SCRIPT, SYNTH_SCRIPT
+from gpu_constructs.pipeline.pipeline_steps import CHECK_SCRIPT, SYNTH_SCRIPT
 from stacks.compliance import rule_packs
 from stacks.pipeline_stack import PIPELINE_STACK_NAME, PYTHON_VERSION
 from tests.pipeline.conftest import PipelineSynth

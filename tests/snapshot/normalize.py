@@ -26,7 +26,7 @@ def normalize_template(template: dict[str, Any]) -> dict[str, Any]:
     for logical_id in [k for k, v in resources.items() if v["Type"] == "AWS::CDK::Metadata"]:
         del resources[logical_id]
     for res in resources.values():
-        # The recipe's version hashes its components and the node-scripts asset: an asset hash.
+        # The recipe's version hashes its components' content: a content hash.
         if res["Type"] == "AWS::ImageBuilder::ImageRecipe":
             res["Properties"]["Version"] = "<content-version>"
     conditions = out.get("Conditions", {})

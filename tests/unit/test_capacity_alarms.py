@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from config.naming import ResourceNames
-from gpu_constructs.fleet_alarms import GROUP_METRICS, LAUNCH_STALLED
-from gpu_constructs.gpu_fleet import LAUNCH_HOOK_TIMEOUT
+from gpu_constructs.fleet.gpu_fleet import LAUNCH_HOOK_TIMEOUT
+from gpu_constructs.observability.fleet_alarms import GROUP_METRICS, LAUNCH_STALLED
 from tests.synth import Synth
 from tests.unit.alarm_evaluator import (
     Series,

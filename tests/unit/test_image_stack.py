@@ -13,15 +13,15 @@ from aws_cdk import App, Stack
 from config.catalog import get_instance_type
 from config.image import COMPONENTS, VERSION_PARAMETERS
 from config.naming import ResourceNames
-from gpu_constructs.image_component import (
+from gpu_constructs.image.image_component import (
     MAX_INLINE_DATA,
     ImageComponent,
     content_version,
     strip_leading_comments,
 )
-from gpu_constructs.image_distribution import DistributionTarget, ImageDistribution
-from gpu_constructs.image_recipe import ImageRecipe, RecipeStep
-from gpu_constructs.permissions_boundary import BOUNDARY_ACTIONS
+from gpu_constructs.image.image_distribution import DistributionTarget, ImageDistribution
+from gpu_constructs.image.image_recipe import ImageRecipe, RecipeStep
+from gpu_constructs.security.permissions_boundary import BOUNDARY_ACTIONS
 from tests.synth import StackTemplate, Synth
 
 ENVS = ["dev", "staging", "prod"]
@@ -64,7 +64,7 @@ def _expected_parameters(synth: Synth, env: str, key: str) -> dict[str, str]:
         "ExpectEfa": "false",
     }
     values = {**cfg.versions, **others}
-    return {p: values[p] for p in COMPONENTS.parameters(key) if p != "NodeScriptsS3Uri"}
+    return {p: values[p] for p in COMPONENTS.parameters(key)}
 
 
 # --- pipeline ---------------------------------------------------------------------------------
@@ -141,9 +141,11 @@ def test_recipe_passes_every_parameter_from_config(synth: Synth, env: str) -> No
     stack = image(synth, env)
     _, recipe = _one(stack, "AWS::ImageBuilder::ImageRecipe")
     for key, step in zip(COMPONENTS.RECIPE_ORDER, recipe["Components"], strict=True):
-        given = {p["Name"]: p["Value"] for p in step["Parameters"]}
+        given = {p["Name"]: p["Value"] for p in step.get("Parameters", [])}
         # Every parameter the document declares (none has a default) is given, and nothing else.
-        declared = [next(iter(p)) for p in yaml.safe_load(COMPONENTS.component_path(key).read_text())["parameters"]]
+        declared = [
+            next(iter(p)) for p in yaml.safe_load(COMPONENTS.component_path(key).read_text()).get("parameters", [])
+        ]
         assert sorted(given) == sorted(declared), key
         for name, value in _expected_parameters(synth, env, key).items():
             assert given[name] == [value], (key, name)
@@ -153,7 +155,7 @@ def test_versions_come_from_config_not_defaults(synth: Synth) -> None:
     """The recipe takes each building environment's own pins: a version changed in one file reaches only that recipe."""
     for env in BUILDERS:
         _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
-        given = {p["Name"]: p["Value"][0] for c in recipe["Components"] for p in c["Parameters"]}
+        given = {p["Name"]: p["Value"][0] for c in recipe["Components"] for p in c.get("Parameters", [])}
         assert {k: given[k] for k in VERSION_PARAMETERS} == synth.environments[env].image.versions
 
 
@@ -167,16 +169,19 @@ def test_gpu_checks_expect_the_builders_gpus(synth: Synth, env: str) -> None:
 
 
 @pytest.mark.parametrize("env", BUILDERS)
-def test_node_scripts_from_the_stacks_asset(synth: Synth, env: str) -> None:
-    cfg = synth.environments[env]
-    _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
-    node_scripts = recipe["Components"][COMPONENTS.RECIPE_ORDER.index("node-scripts")]
-    ((name, (uri,)),) = [(p["Name"], p["Value"]) for p in node_scripts["Parameters"]]
-    assert name == "NodeScriptsS3Uri"
-    assert re.fullmatch(rf"s3://cdk-[a-z0-9]+-assets-{cfg.account}-{cfg.region}/[0-9a-f]{{64}}\.zip", uri)
-    downloads = _statements(synth, env)["ComponentDownloads"]
-    assert downloads["Action"] == "s3:GetObject"
-    assert downloads["Resource"] == uri.replace("s3://", "arn:aws:s3:::")  # exactly that object
+def test_node_scripts_reach_a_node_only_from_the_fleet_stack(synth: Synth, env: str) -> None:
+    """The image bakes in the scripts' runtime, not the scripts: no asset, no component parameter, no S3
+    object grant on the image side; the fleet stack holds the one asset the user data fetches."""
+    stack = image(synth, env)
+    assert "NodeScripts" not in json.dumps(stack.json)
+    _, recipe = _one(stack, "AWS::ImageBuilder::ImageRecipe")
+    runtime = recipe["Components"][COMPONENTS.RECIPE_ORDER.index("node-runtime")]
+    assert "Parameters" not in runtime
+    assert all(
+        s["Action"] != "s3:GetObject" or s["Sid"] == "ImageBuilderAgent" for s in _statements(synth, env).values()
+    )
+    fleets = synth.stack(env, "Fleets").json["Resources"]
+    assert any(key.startswith("NodeScriptsRead") for key in fleets), "the fleet stack publishes the node scripts"
 
 
 @pytest.mark.parametrize("env", BUILDERS)
@@ -187,9 +192,9 @@ def test_one_component_per_document_with_its_content(synth: Synth, env: str) -> 
     documents = sorted(COMPONENTS.COMPONENTS_DIR.glob("*.yaml"))
     assert sorted(components) == sorted(f"{prefix}-{path.stem}" for path in documents)
     for path in documents:
-        text = path.read_text(encoding="utf-8")
+        text = COMPONENTS.document(path.stem)
         component = components[f"{prefix}-{path.stem}"]
-        # The file as written, less its opening comment block (notes for people): the same YAML.
+        # The file with its includes expanded, less its opening comment block (notes for people).
         assert component["Data"] == strip_leading_comments(text)
         assert text.endswith(component["Data"])
         assert yaml.safe_load(component["Data"]) == yaml.safe_load(text)
@@ -515,7 +520,6 @@ def test_builder_role_is_least_privilege(synth: Synth, env: str) -> None:
         "RegisterInstance",
         "RecipeComponents",
         "ImageBuilderAgent",
-        "ComponentDownloads",
         "BuildLogs",
         "BuildLogsKeyThroughS3",
         "ImageLogGroup",

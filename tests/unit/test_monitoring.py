@@ -8,9 +8,9 @@ import json
 import pytest
 
 from config.naming import ResourceNames
-from gpu_constructs.cloudwatch_agent import published_metrics
-from gpu_constructs.gpu_fleet import LAUNCH_HOOK_TIMEOUT
-from gpu_constructs.security_alarms import SECURITY_EVENTS
+from gpu_constructs.fleet.gpu_fleet import LAUNCH_HOOK_TIMEOUT
+from gpu_constructs.fleet.render.agent_metrics import published_metrics
+from gpu_constructs.observability.security_alarms import SECURITY_EVENTS
 from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 from tests.synth import StackTemplate, Synth
 

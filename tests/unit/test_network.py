@@ -7,7 +7,7 @@ import ipaddress
 import pytest
 
 from config import EgressMode
-from gpu_constructs.vpc_endpoints import INTERFACE_SERVICES
+from gpu_constructs.network.vpc_endpoints import INTERFACE_SERVICES
 from tests.synth import StackTemplate, Synth
 
 ENVS = ["dev", "staging", "prod"]

@@ -1,8 +1,8 @@
 """Every AWS call a GPU node makes has a route out of its subnet, in every environment.
 
 The calls come from the code itself: the boto3 clients and AWS CLI commands of scripts/node and
-of the user data (gpu_constructs/node_user_data.py), plus the agents' declared calls
-(gpu_constructs.vpc_endpoints.AGENT_CALLS: SSM agent, KMS-encrypted sessions, CloudWatch agent,
+of the user data (gpu_constructs/fleet/render/user_data.py), plus the agents' declared calls
+(gpu_constructs.network.vpc_endpoints.AGENT_CALLS: SSM agent, KMS-encrypted sessions, CloudWatch agent,
 containers). A call reaches AWS from an isolated environment only through a private-DNS interface
 endpoint in the GPU subnets whose security group admits HTTPS from the nodes, or through the S3
 gateway endpoint on the GPU subnets' route tables; with NAT egress, through the NAT route. A node
@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from config import EgressMode
-from gpu_constructs.vpc_endpoints import AGENT_CALLS, CLIENT_ENDPOINTS, GATEWAY_SERVICES
+from gpu_constructs.network.vpc_endpoints import AGENT_CALLS, CLIENT_ENDPOINTS, GATEWAY_SERVICES
 from tests.synth import StackTemplate, Synth
 from tests.unit.test_network import _gpu_subnets, _ref, _route_tables_of
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_SCRIPTS = ROOT / "scripts" / "node"
-USER_DATA = ROOT / "gpu_constructs" / "node_user_data.py"
+USER_DATA = ROOT / "gpu_constructs" / "fleet" / "render" / "user_data.py"
 ENVS = ["dev", "staging", "prod"]
 
 _BOTO3_CLIENT = re.compile(r"""\.client\(\s*["']([a-z0-9.-]+)["']""")
@@ -47,7 +47,7 @@ def node_calls() -> dict[str, set[str]]:
         for name in names:
             assert name in CLIENT_ENDPOINTS, (
                 f"{path.relative_to(ROOT)} calls {name!r}: map it to its endpoint in "
-                "gpu_constructs/vpc_endpoints.py CLIENT_ENDPOINTS and give it a route"
+                "gpu_constructs/network/vpc_endpoints.py CLIENT_ENDPOINTS and give it a route"
             )
             calls.setdefault(CLIENT_ENDPOINTS[name], set()).add(str(path.relative_to(ROOT)))
     for caller, services in AGENT_CALLS.items():
@@ -61,9 +61,9 @@ def test_the_scan_finds_the_node_scripts_calls() -> None:
     assert "scripts/node/gpu_health.py" in calls["monitoring"]
     assert "scripts/node/gpu_health.py" in calls["autoscaling"]
     assert "scripts/node/lifecycle.py" in calls["autoscaling"]
-    assert "gpu_constructs/node_user_data.py" in calls["s3"]
+    assert "gpu_constructs/fleet/render/user_data.py" in calls["s3"]
     # The user data abandons a failed launch itself (complete-lifecycle-action).
-    assert "gpu_constructs/node_user_data.py" in calls["autoscaling"]
+    assert "gpu_constructs/fleet/render/user_data.py" in calls["autoscaling"]
     assert {"ssm", "ssmmessages", "ec2messages", "kms", "logs", "monitoring", "ec2"} <= set(calls)
 
 

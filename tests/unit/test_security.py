@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 import pytest
 
 from config.naming import ResourceNames
-from gpu_constructs.permissions_boundary import SCOPED_ACTIONS
+from gpu_constructs.security.permissions_boundary import SCOPED_ACTIONS
 from tests.iam_documents import Resolver
 from tests.synth import StackTemplate, Synth
 

@@ -1,0 +1,296 @@
+"""Rolling AMI updates: when the AMI parameter changes, refresh every fleet onto the new AMI."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from config.fleets import Refresh
+from gpu_constructs.compliance.acknowledge import acknowledge
+
+#: The script each fleet's step runs (aws:executeScript).
+REFRESH_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "rollout" / "refresh_fleet.py"
+SCRIPT_RUNTIME = "python3.11"
+SCRIPT_TIMEOUT_SECONDS = 300
+#: EventBridge: the Parameter Store change of one parameter, created or overwritten.
+PARAMETER_CHANGE = "Parameter Store Change"
+PARAMETER_OPERATIONS = ["Create", "Update"]
+
+
+def refresh_preferences(refresh: Refresh, alarm_names: Sequence[str]) -> dict[str, Any]:
+    """``StartInstanceRefresh`` preferences (API names and units) from a fleet's ``refresh:`` config.
+
+    SkipMatching is always on: a node already on the new launch template version is not replaced.
+    """
+    prefs: dict[str, Any] = {
+        "MinHealthyPercentage": refresh.min_healthy_percentage,
+        "InstanceWarmup": refresh.instance_warmup_minutes * 60,
+        "SkipMatching": True,
+        "AutoRollback": refresh.auto_rollback,
+    }
+    if refresh.checkpoint_percentages:
+        prefs["CheckpointPercentages"] = list(refresh.checkpoint_percentages)
+        prefs["CheckpointDelay"] = refresh.checkpoint_delay_minutes * 60
+    if alarm_names:
+        prefs["AlarmSpecification"] = {"Alarms": list(alarm_names)}
+    return prefs
+
+
+@dataclass(frozen=True)
+class FleetRollout:
+    """One fleet the runbook refreshes: its group, the templates it launches from, its preferences."""
+
+    fleet_name: str
+    group_name: str
+    launch_template_ids: Sequence[str]
+    preferences: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def step_name(self) -> str:
+        """Automation step names take letters, digits and underscores: ``mixed-efa`` -> ``RefreshMixedEfa``."""
+        return "Refresh" + "".join(part.capitalize() for part in self.fleet_name.split("-"))
+
+
+class AmiRollout(Construct):
+    """An Automation runbook, its role, and the EventBridge rule that starts it on every change of
+    ``parameter_name``.
+
+    The runbook reads the AMI id from the parameter (``ReadAmi``), then runs one step per fleet
+    (``scripts/rollout/refresh_fleet.py``): new launch template versions with that AMI, and an
+    instance refresh with those exact versions as desired configuration and the fleet's preferences.
+    A fleet step that fails does not stop the others; the execution then ends Failed.
+
+    Attributes:
+        document, role (the runbook's), rule, events_role, definition_arn (``...:$DEFAULT``).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        document_name: str,
+        role_name: str,
+        rule_name: str,
+        parameter_name: str,
+        fleets: Sequence[FleetRollout],
+        node_role_arn: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        arn = f"arn:{stack.partition}"
+        region_account = f"{stack.region}:{stack.account}"
+        names = [f.step_name for f in fleets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"two fleets give the same runbook step name: {names}")
+        parameter_arn = f"{arn}:ssm:{region_account}:parameter/{parameter_name.lstrip('/')}"
+        template_arns = sorted(
+            {f"{arn}:ec2:{region_account}:launch-template/{t}" for f in fleets for t in f.launch_template_ids}
+        )
+        group_arns = [
+            f"{arn}:autoscaling:{region_account}:autoScalingGroup:*:autoScalingGroupName/{f.group_name}" for f in fleets
+        ]
+
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=role_name,
+            description="GPU platform AMI rollout runbook: new launch template versions, instance refreshes",
+            assumed_by=iam.ServicePrincipal(
+                "ssm.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {"aws:SourceArn": f"{arn}:ssm:{region_account}:automation-execution/*"},
+                },
+            ),
+        )
+        policy = iam.ManagedPolicy(
+            self,
+            "RolloutPolicy",
+            description="AMI rollout runbook: refresh this environment's fleets onto the AMI parameter's image",
+            roles=[self.role],
+            statements=[
+                iam.PolicyStatement(sid="ReadAmiParameter", actions=["ssm:GetParameter"], resources=[parameter_arn]),
+                iam.PolicyStatement(
+                    sid="ReadGroupsAndTemplates",
+                    actions=["autoscaling:DescribeAutoScalingGroups", "ec2:DescribeLaunchTemplateVersions"],
+                    resources=["*"],
+                ),
+                iam.PolicyStatement(
+                    sid="NewFleetTemplateVersions", actions=["ec2:CreateLaunchTemplateVersion"], resources=template_arns
+                ),
+                iam.PolicyStatement(
+                    sid="RefreshFleetGroups", actions=["autoscaling:StartInstanceRefresh"], resources=group_arns
+                ),
+                # Auto Scaling checks that whoever points a group at a launch template could launch from
+                # it: RunInstances, tags on launch, the instance profile's role.
+                iam.PolicyStatement(
+                    sid="LaunchOnlyThroughFleetTemplates",
+                    actions=["ec2:RunInstances"],
+                    resources=["*"],
+                    conditions={
+                        "ArnLike": {"ec2:LaunchTemplate": template_arns},
+                        "Bool": {"ec2:IsLaunchTemplateResource": "true"},
+                    },
+                ),
+                iam.PolicyStatement(
+                    sid="TagOnLaunchOnly",
+                    actions=["ec2:CreateTags"],
+                    resources=[f"{arn}:ec2:{region_account}:instance/*", f"{arn}:ec2:{region_account}:volume/*"],
+                    conditions={"StringEquals": {"ec2:CreateAction": "RunInstances"}},
+                ),
+                iam.PolicyStatement(
+                    sid="PassNodeRoleToEc2",
+                    actions=["iam:PassRole"],
+                    resources=[node_role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+                ),
+            ],
+        )
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "DescribeAutoScalingGroups and DescribeLaunchTemplateVersions take no resource (Service Authorization "
+            "Reference) and only read; RunInstances on * is held by conditions to launches through this "
+            "environment's fleet launch templates, with only the templates' own resources.",
+        )
+        for wildcard in (
+            *group_arns,
+            f"{arn}:ec2:{region_account}:instance/*",
+            f"{arn}:ec2:{region_account}:volume/*",
+        ):
+            acknowledge(
+                policy,
+                f"AwsSolutions-IAM5[Resource::{wildcard}]",
+                "A group ARN carries a random id (the * before autoScalingGroupName), the group is named exactly; "
+                "instances and volumes are tagged only as RunInstances creates them (ec2:CreateAction).",
+            )
+
+        script = REFRESH_SCRIPT.read_text(encoding="utf-8")
+        steps: list[dict[str, Any]] = [
+            {
+                "name": "ReadAmi",
+                "action": "aws:executeAwsApi",
+                "description": f"The AMI id in {parameter_name} (written by the image pipeline)",
+                "inputs": {"Service": "ssm", "Api": "GetParameter", "Name": parameter_name},
+                "outputs": [{"Name": "ImageId", "Selector": "$.Parameter.Value", "Type": "String"}],
+            }
+        ]
+        for fleet in fleets:
+            steps.append(
+                {
+                    "name": fleet.step_name,
+                    "action": "aws:executeScript",
+                    "description": f"Instance refresh of {fleet.group_name} onto the new AMI",
+                    "onFailure": "Continue",
+                    "isCritical": True,
+                    "timeoutSeconds": SCRIPT_TIMEOUT_SECONDS,
+                    "inputs": {
+                        "Runtime": SCRIPT_RUNTIME,
+                        "Handler": "handler",
+                        "Script": script,
+                        "InputPayload": {
+                            "GroupName": fleet.group_name,
+                            "ImageId": "{{ ReadAmi.ImageId }}",
+                            "Preferences": dict(fleet.preferences),
+                        },
+                    },
+                    "outputs": [
+                        {"Name": key, "Selector": f"$.Payload.{key}", "Type": "String"}
+                        for key in ("Status", "Detail", "InstanceRefreshId")
+                    ],
+                }
+            )
+        self.document = ssm.CfnDocument(
+            self,
+            "Runbook",
+            name=document_name,
+            document_type="Automation",
+            document_format="JSON",
+            update_method="NewVersion",
+            content={
+                "schemaVersion": "0.3",
+                "description": (
+                    f"Refresh the GPU fleets onto the AMI in {parameter_name}: new launch template versions, then "
+                    "an instance refresh per fleet with checkpoints and auto rollback on the fleet's health alarms."
+                ),
+                "assumeRole": "{{ AutomationAssumeRole }}",
+                "parameters": {
+                    "AutomationAssumeRole": {
+                        "type": "String",
+                        "description": "The runbook's own role (the only one allowed)",
+                        "default": self.role.role_arn,
+                        "allowedValues": [self.role.role_arn],
+                    }
+                },
+                "mainSteps": steps,
+                "outputs": ["ReadAmi.ImageId", *(f"{f.step_name}.Detail" for f in fleets)],
+            },
+        )
+        self.definition_arn = f"{arn}:ssm:{region_account}:automation-definition/{document_name}:$DEFAULT"
+
+        rule_arn = f"{arn}:events:{region_account}:rule/{rule_name}"
+        self.events_role = iam.Role(
+            self,
+            "EventsRole",
+            description="EventBridge starts the AMI rollout runbook when the AMI parameter changes",
+            assumed_by=iam.ServicePrincipal(
+                "events.amazonaws.com",
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account, "aws:SourceArn": rule_arn}},
+            ),
+        )
+        start = iam.ManagedPolicy(
+            self,
+            "StartPolicy",
+            description="EventBridge: start the AMI rollout runbook as its own role",
+            roles=[self.events_role],
+            statements=[
+                iam.PolicyStatement(
+                    sid="StartRolloutRunbook",
+                    actions=["ssm:StartAutomationExecution"],
+                    resources=[f"{arn}:ssm:{region_account}:automation-definition/{document_name}:*"],
+                ),
+                iam.PolicyStatement(
+                    sid="PassRolloutRoleToSsm",
+                    actions=["iam:PassRole"],
+                    resources=[self.role.role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "ssm.amazonaws.com"}},
+                ),
+            ],
+        )
+        acknowledge(
+            start,
+            f"AwsSolutions-IAM5[Resource::{arn}:ssm:{region_account}:automation-definition/{document_name}:*]",
+            "The runbook is named exactly; the * is its version, which each deploy of the runbook advances.",
+        )
+
+        self.rule = events.Rule(
+            self,
+            "Rule",
+            rule_name=rule_name,
+            description=f"Refresh the GPU fleets when {parameter_name} changes (AMI rollout runbook)",
+            event_pattern=events.EventPattern(
+                source=["aws.ssm"],
+                detail_type=[PARAMETER_CHANGE],
+                detail={"name": [parameter_name], "operation": PARAMETER_OPERATIONS},
+            ),
+        )
+        cfn_rule: events.CfnRule = self.rule.node.default_child
+        cfn_rule.targets = [
+            events.CfnRule.TargetProperty(
+                id="AmiRolloutRunbook",
+                arn=self.definition_arn,
+                role_arn=self.events_role.role_arn,
+                input=stack.to_json_string({"AutomationAssumeRole": [self.role.role_arn]}),
+            )
+        ]
+        # The rule starts a runbook that references the document by name only.
+        self.rule.node.add_dependency(self.document)

@@ -1,0 +1,298 @@
+"""A GPU fleet: launch templates per EFA layout and an Auto Scaling group that mixes Spot with reserved capacity."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from aws_cdk import Duration
+from aws_cdk import aws_autoscaling as autoscaling
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from config.catalog import InstanceType
+from config.fleets import Fleet, Placement
+from gpu_constructs.compliance.acknowledge import acknowledge
+from gpu_constructs.fleet.fleet_launch_template import FleetLaunchTemplate, Volumes
+from gpu_constructs.fleet.fleet_metrics import gpu_metric
+
+#: The launch hook waits for the node's GPU check, Lustre mount (up to 20 minutes of
+#: retries, scripts/node/mount-lustre.sh) and agent start.
+LAUNCH_HOOK_TIMEOUT = Duration.minutes(45)
+#: The terminate hook gives a training job this long to flush its checkpoint.
+TERMINATE_HOOK_TIMEOUT = Duration.minutes(10)
+#: Capacity Block windows: start scaling a few minutes after the block opens, and be
+#: at zero well before EC2 reclaims the instances (it begins 30 minutes before the end).
+BLOCK_START_DELAY = timedelta(minutes=5)
+BLOCK_END_MARGIN = timedelta(minutes=60)
+#: Period of the step-scaling alarms; the configured durations are multiples of it.
+STEP_PERIOD_MINUTES = 5
+
+_SPOT_STRATEGY = {
+    "price-capacity-optimized": autoscaling.SpotAllocationStrategy.PRICE_CAPACITY_OPTIMIZED,
+    "capacity-optimized": autoscaling.SpotAllocationStrategy.CAPACITY_OPTIMIZED,
+    "capacity-optimized-prioritized": autoscaling.SpotAllocationStrategy.CAPACITY_OPTIMIZED_PRIORITIZED,
+    "lowest-price": autoscaling.SpotAllocationStrategy.LOWEST_PRICE,
+}
+
+
+def efa_only_type(item: InstanceType) -> bool:
+    """p5 and later (p5, p5e, p5en, p6...): EC2 recommends an ENA primary interface plus EFA-only ones."""
+    generation = re.match(r"^p(\d+)", item.family)
+    return generation is not None and int(generation.group(1)) >= 5
+
+
+def _iso(moment: datetime) -> str:
+    """UTC in the form scheduled actions take (the config requires aware datetimes)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class GpuFleet(Construct):
+    """One configured fleet.
+
+    Attributes:
+        auto_scaling_group, launch_templates (layout -> template), placement_group (or None),
+        launch_hook_name, terminate_hook_name.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        fleet: Fleet,
+        group_name: str,
+        instance_types: Sequence[InstanceType],
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        machine_image: ec2.IMachineImage,
+        user_data: ec2.UserData,
+        instance_profile: iam.IInstanceProfile,
+        node_security_group: ec2.ISecurityGroup,
+        efa_security_group: ec2.ISecurityGroup,
+        volume_key: kms.IKey,
+        notification_topic: sns.ITopic,
+        metrics_namespace: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.launch_hook_name = f"{group_name}-launch"
+        self.terminate_hook_name = f"{group_name}-terminate"
+        block = fleet.capacity_block
+        # Capacity Blocks and warm pools need a plain launch template: no mixed-instances policy.
+        single_template = block is not None or fleet.warm_pool is not None
+
+        # One launch template per EFA interface layout (cards, EFA-only style), in preference order.
+        layouts: dict[tuple[tuple[int, ...], bool], list[InstanceType]] = {}
+        for item in instance_types:
+            cards = tuple(range(item.max_efa_interfaces)) if fleet.efa else ()
+            layouts.setdefault((cards, bool(cards) and efa_only_type(item)), []).append(item)
+        self.launch_templates: dict[tuple[tuple[int, ...], bool], ec2.LaunchTemplate] = {}
+        for cards, efa_only in layouts:
+            suffix = f"EfaOnly{len(cards)}" if efa_only else f"Efa{len(cards)}" if cards else "Standard"
+            self.launch_templates[cards, efa_only] = FleetLaunchTemplate(
+                self,
+                f"Template{suffix}",
+                machine_image=machine_image,
+                user_data=user_data,
+                instance_profile=instance_profile,
+                node_security_group=node_security_group,
+                efa_security_group=efa_security_group,
+                efa_cards=cards,
+                efa_only=efa_only,
+                volumes=Volumes(root_gib=fleet.root_volume_gib, scratch_gib=fleet.scratch_volume_gib),
+                volume_key=volume_key,
+                containers=fleet.containers,
+                capacity_block_id=block.id if block else None,
+                instance_type=instance_types[0].instance_type if single_template else None,
+            ).launch_template
+
+        in_block = fleet.capacity.min if block is None else 0
+        common = {
+            "vpc": vpc,
+            "vpc_subnets": subnets,
+            "auto_scaling_group_name": group_name,
+            # Outside a Capacity Block window the group holds nothing; scheduled actions size it.
+            "min_capacity": in_block,
+            "max_capacity": fleet.capacity.max if block is None else 0,
+            "desired_capacity": (fleet.capacity.desired if fleet.capacity.desired is not None else fleet.capacity.min)
+            if block is None
+            else 0,
+            "health_checks": autoscaling.HealthChecks.ec2(grace_period=Duration.minutes(15)),
+            "group_metrics": [autoscaling.GroupMetrics.all()],
+            "notifications": [
+                autoscaling.NotificationConfiguration(
+                    topic=notification_topic, scaling_events=autoscaling.ScalingEvents.ALL
+                )
+            ],
+        }
+        if single_template:
+            (template,) = self.launch_templates.values()
+            self.auto_scaling_group = autoscaling.AutoScalingGroup(self, "Group", launch_template=template, **common)
+        else:
+            overrides = [
+                autoscaling.LaunchTemplateOverrides(
+                    instance_type=ec2.InstanceType(item.instance_type),
+                    launch_template=self.launch_templates[layout] if len(self.launch_templates) > 1 else None,
+                )
+                for layout, items in layouts.items()
+                for item in items
+            ]
+            # Keep the catalog's preference order across layouts.
+            order = {item.instance_type: i for i, item in enumerate(instance_types)}
+            overrides.sort(key=lambda o: order[o.instance_type.to_string()])
+            self.auto_scaling_group = autoscaling.AutoScalingGroup(
+                self,
+                "Group",
+                mixed_instances_policy=autoscaling.MixedInstancesPolicy(
+                    launch_template=next(iter(self.launch_templates.values())),
+                    launch_template_overrides=overrides,
+                    instances_distribution=autoscaling.InstancesDistribution(
+                        on_demand_allocation_strategy=autoscaling.OnDemandAllocationStrategy.PRIORITIZED,
+                        on_demand_base_capacity=fleet.on_demand_base_capacity,
+                        on_demand_percentage_above_base_capacity=fleet.on_demand_percentage_above_base,
+                        spot_allocation_strategy=_SPOT_STRATEGY[fleet.spot_allocation_strategy.value],
+                    ),
+                ),
+                capacity_rebalance=fleet.uses_spot,
+                **common,
+            )
+        cfn_group: autoscaling.CfnAutoScalingGroup = self.auto_scaling_group.node.default_child
+        self._acknowledge_template_checks(fleet)
+
+        self.placement_group: ec2.CfnPlacementGroup | None = None
+        if fleet.placement is not Placement.NONE:
+            self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy=fleet.placement.value)
+            cfn_group.add_property_override("PlacementGroup", self.placement_group.ref)
+
+        reservation = fleet.capacity_reservation
+        if reservation is not None:
+            spec: dict = {"CapacityReservationPreference": reservation.preference.value}
+            target = {}
+            if reservation.ids:
+                target["CapacityReservationIds"] = list(reservation.ids)
+            if reservation.resource_group_arns:
+                target["CapacityReservationResourceGroupArns"] = list(reservation.resource_group_arns)
+            if target:
+                spec["CapacityReservationTarget"] = target
+            cfn_group.add_property_override("CapacityReservationSpecification", spec)
+
+        if block is not None:
+            size = fleet.capacity.max
+            autoscaling.CfnScheduledAction(
+                self,
+                "BlockStart",
+                auto_scaling_group_name=self.auto_scaling_group.auto_scaling_group_name,
+                start_time=_iso(block.start + BLOCK_START_DELAY),
+                min_size=size,
+                max_size=size,
+                desired_capacity=size,
+            )
+            autoscaling.CfnScheduledAction(
+                self,
+                "BlockEnd",
+                auto_scaling_group_name=self.auto_scaling_group.auto_scaling_group_name,
+                start_time=_iso(block.end - BLOCK_END_MARGIN),
+                min_size=0,
+                max_size=0,
+                desired_capacity=0,
+            )
+
+        self._add_scaling(fleet, group_name, metrics_namespace)
+        if fleet.warm_pool is not None:
+            self.auto_scaling_group.add_warm_pool(
+                min_size=fleet.warm_pool.min_size,
+                max_group_prepared_capacity=fleet.warm_pool.max_prepared_capacity,
+                pool_state=autoscaling.PoolState.STOPPED,
+                reuse_on_scale_in=fleet.warm_pool.reuse_on_scale_in,
+            )
+
+        # In the group itself, not AWS::AutoScaling::LifecycleHook resources: CreateAutoScalingGroup adds
+        # these before it launches anything, so even the group's first instances wait in Pending:Wait.
+        cfn_group.lifecycle_hook_specification_list = [
+            autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
+                lifecycle_hook_name=self.launch_hook_name,
+                lifecycle_transition="autoscaling:EC2_INSTANCE_LAUNCHING",
+                default_result="ABANDON",
+                heartbeat_timeout=int(LAUNCH_HOOK_TIMEOUT.to_seconds()),
+            ),
+            autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
+                lifecycle_hook_name=self.terminate_hook_name,
+                lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
+                default_result="CONTINUE",
+                heartbeat_timeout=int(TERMINATE_HOOK_TIMEOUT.to_seconds()),
+            ),
+        ]
+
+    def _add_scaling(self, fleet: Fleet, group_name: str, namespace: str) -> None:
+        """Dynamic scaling on the fleet's GPU utilization and scheduled actions, from config only:
+        a fleet without ``scaling`` (training fleets by default) keeps its configured size."""
+        scaling = fleet.scaling
+        if scaling is None:
+            return
+        group = self.auto_scaling_group
+        if scaling.target_tracking is not None:
+            group.scale_to_track_metric(
+                "GpuUtilizationTarget",
+                metric=gpu_metric(namespace, group_name, "utilization_gpu", "Average", 1),
+                target_value=scaling.target_tracking.gpu_utilization_percent,
+            )
+        step = scaling.step
+        if step is not None:
+            group.scale_on_metric(
+                "GpuBusyScaleOut",
+                metric=gpu_metric(namespace, group_name, "utilization_gpu", "Average", STEP_PERIOD_MINUTES),
+                scaling_steps=[
+                    autoscaling.ScalingInterval(upper=step.scale_out_above_percent, change=0),
+                    autoscaling.ScalingInterval(lower=step.scale_out_above_percent, change=step.scale_out_instances),
+                ],
+                adjustment_type=autoscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+                evaluation_periods=step.scale_out_after_minutes // STEP_PERIOD_MINUTES,
+                datapoints_to_alarm=step.scale_out_after_minutes // STEP_PERIOD_MINUTES,
+            )
+            group.scale_on_metric(
+                "GpuIdleScaleIn",
+                metric=gpu_metric(namespace, group_name, "utilization_gpu", "Average", STEP_PERIOD_MINUTES),
+                scaling_steps=[
+                    autoscaling.ScalingInterval(upper=step.scale_in_below_percent, change=-step.scale_in_instances),
+                    autoscaling.ScalingInterval(lower=step.scale_in_below_percent, change=0),
+                ],
+                adjustment_type=autoscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+                evaluation_periods=step.scale_in_after_minutes // STEP_PERIOD_MINUTES,
+                datapoints_to_alarm=step.scale_in_after_minutes // STEP_PERIOD_MINUTES,
+            )
+        for action in scaling.schedules:
+            group.scale_on_schedule(
+                f"Schedule-{action.name}",
+                schedule=autoscaling.Schedule.expression(action.cron),
+                time_zone=action.time_zone,
+                min_capacity=action.min,
+                max_capacity=action.max,
+                desired_capacity=action.desired,
+            )
+
+    def _acknowledge_template_checks(self, fleet: Fleet) -> None:
+        group = self.auto_scaling_group
+        cfn_group = group.node.default_child
+        acknowledge(
+            cfn_group,
+            "AwsSolutions-EC26",
+            "Every launch template of this group encrypts its gp3 root and scratch volumes with the data key "
+            "(FleetLaunchTemplate, asserted in tests); the rule cannot follow the template through the group.",
+        )
+        acknowledge(
+            cfn_group,
+            "NIST.800.53.R5-EC2IMDSv2Enabled",
+            "Every launch template of this group sets HttpTokens=required (IMDSv2 only, asserted in tests); the "
+            "rule looks for the setting on the group, not its templates.",
+        )
+        if fleet.capacity.desired is not None:
+            acknowledge(
+                group,
+                "Annotation::@aws-cdk/aws-autoscaling:desiredCapacitySet",
+                f"The fleet's desired capacity is config (fleets[{fleet.name}].capacity.desired): a deploy resets "
+                "the group to the reviewed size on purpose; scaling policies move it between deploys.",
+            )

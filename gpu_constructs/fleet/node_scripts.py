@@ -1,0 +1,49 @@
+"""The node scripts (``scripts/node/``) as an S3 asset of the fleet stack, and the policy that lets GPU nodes
+fetch it at boot: the one way the scripts reach a node, so a script fix ships with the templates it goes
+with and needs no AMI build."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+
+from gpu_constructs.fleet.render.user_data import NodeScripts
+
+NODE_SCRIPTS_DIR = Path(__file__).resolve().parents[2] / "scripts" / "node"
+#: Not needed on a node: bytecode caches and the maintainers' notes.
+EXCLUDE = ["__pycache__", "*.pyc", "README.md"]
+
+
+@dataclass(frozen=True)
+class PublishedNodeScripts:
+    """``location``: where the user data fetches the zip; ``read_policy``: a fleet's group depends on it, so
+    no node launches before it may fetch its scripts."""
+
+    location: NodeScripts
+    read_policy: iam.ManagedPolicy
+
+
+def publish_node_scripts(scope: Construct, *, node_role: iam.IRole) -> PublishedNodeScripts:
+    """The asset (construct id ``NodeScripts``) and ``s3:GetObject`` on its one object for the node role
+    (``NodeScriptsRead``), both created directly in ``scope`` so their logical ids are the stack's own."""
+    asset = s3_assets.Asset(scope, "NodeScripts", path=str(NODE_SCRIPTS_DIR), exclude=EXCLUDE)
+    read_policy = iam.ManagedPolicy(
+        scope,
+        "NodeScriptsRead",
+        description="GPU nodes read the node scripts of this stack's asset",
+        roles=[node_role],
+        statements=[
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[f"arn:{Stack.of(scope).partition}:s3:::{asset.s3_bucket_name}/{asset.s3_object_key}"],
+            )
+        ],
+    )
+    return PublishedNodeScripts(
+        NodeScripts(bucket_name=asset.s3_bucket_name, object_key=asset.s3_object_key), read_policy
+    )

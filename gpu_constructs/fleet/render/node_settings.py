@@ -1,0 +1,76 @@
+"""What a node of one fleet is told at boot: its settings (``/etc/gpu-platform/node.env``), the facts of
+its instance types (``instance-types.json``) and the CloudWatch agent config, rendered from typed config.
+
+The names in ``node.env`` are the contract with ``scripts/node/`` (its README lists each one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from config.catalog import InstanceType
+from config.fleets import Fleet
+from config.naming import ResourceNames
+from gpu_constructs.fleet.render.agent_config import NodeLogFile, agent_config, to_json
+from gpu_constructs.fleet.render.node_logs import NODE_LOGS
+
+#: Where every node mounts the environment's Lustre file system.
+FSX_MOUNT_POINT = "/fsx"
+#: The checkpoint contract (scripts/node/README.md): a job puts ``<job>.pid`` here (the watcher units
+#: create it) and checkpoints on SIGUSR1 under ``CHECKPOINT_DIR/<job>/``.
+TRAINING_PID_DIR = "/run/gpu-platform/jobs"
+CHECKPOINT_DIR = f"{FSX_MOUNT_POINT}/checkpoints"
+
+
+@dataclass(frozen=True)
+class NodeSite:
+    """What every node of one environment shares: its names and the file system it mounts (values may be
+    CDK tokens, resolved by CloudFormation)."""
+
+    names: ResourceNames
+    fsx_dns_name: str
+    fsx_mount_name: str
+
+
+def node_env(site: NodeSite, fleet: Fleet) -> dict[str, str]:
+    """The ``node.env`` of one fleet's nodes."""
+    names = site.names
+    group_name = names.asg_name(fleet.name)
+    return {
+        "GPU_PLATFORM_ENV": names.env,
+        "AWS_REGION": names.region,
+        "FLEET_NAME": fleet.name,
+        "ASG_NAME": group_name,
+        "LAUNCH_HOOK_NAME": f"{group_name}-launch",
+        "TERMINATE_HOOK_NAME": f"{group_name}-terminate",
+        "METRIC_NAMESPACE": names.metrics_namespace,
+        "FSX_DNS_NAME": site.fsx_dns_name,
+        "FSX_MOUNT_NAME": site.fsx_mount_name,
+        "FSX_MOUNT_POINT": FSX_MOUNT_POINT,
+        "CHECKPOINT_DIR": CHECKPOINT_DIR,
+        "TRAINING_PID_DIR": TRAINING_PID_DIR,
+        "EFA_ENABLED": str(fleet.efa).lower(),
+        "CONTAINERS_ENABLED": str(fleet.containers).lower(),
+    }
+
+
+def instance_type_facts(fleet: Fleet, catalog: Sequence[InstanceType]) -> dict[str, dict[str, Any]]:
+    """Per instance type of the fleet, what the node's bootstrap checks: GPUs, EFA interfaces (0 where the
+    fleet does not use EFA), GPUDirect RDMA."""
+    return {
+        item.instance_type: {
+            "gpus": item.gpu_count,
+            "efa_interfaces": item.max_efa_interfaces if fleet.efa else 0,
+            "gpudirect_rdma": item.gpudirect_rdma and fleet.efa,
+        }
+        for item in catalog
+    }
+
+
+def node_agent_config_json(names: ResourceNames) -> str:
+    """The CloudWatch agent config every node of the environment runs: its metrics namespace, and each
+    ``NODE_LOGS`` file shipped to its log group."""
+    log_files = [NodeLogFile(name, path, names.node_log_group(name)) for name, path in NODE_LOGS.items()]
+    return to_json(agent_config(namespace=names.metrics_namespace, log_files=log_files))

@@ -1,0 +1,168 @@
+"""Alarms of one GPU fleet, from the agent's GPU metrics, the node health check and Auto Scaling."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from config.alarms import Alarms, Threshold
+from gpu_constructs.fleet.fleet_metrics import gpu_metric
+from gpu_constructs.fleet.gpu_fleet import LAUNCH_HOOK_TIMEOUT
+from gpu_constructs.observability.alarm_factory import ABOVE, AT_LEAST, BELOW, AlarmFactory, period
+
+#: Published by the node's GPU health check (scripts/node/gpu_health.py).
+HEALTH_METRIC = "GpuHealthCheckFailed"
+#: Nodes short of desired for longer than the launch hook holds a launch.
+LAUNCH_STALLED = "launch-stalled"
+#: Auto Scaling group metrics (AWS/AutoScaling) by the id the alarm expressions give them.
+GROUP_METRICS = {
+    "desired": "GroupDesiredCapacity",
+    "inservice": "GroupInServiceInstances",
+    "pending": "GroupPendingInstances",
+}
+
+
+def periods_longer_than(timeout: Duration, period_minutes: int) -> int:
+    """The fewest whole periods that a wait of at most ``timeout`` cannot fill: a node held that
+    long covers at most ``timeout // period`` whole periods."""
+    return int(timeout.to_minutes()) // period_minutes + 1
+
+
+def _group_metrics(asg: dict[str, str], every: Duration) -> Callable[..., dict[str, cloudwatch.IMetric]]:
+    def metrics(*ids: str) -> dict[str, cloudwatch.IMetric]:
+        return {
+            key: cloudwatch.Metric(
+                namespace="AWS/AutoScaling",
+                metric_name=GROUP_METRICS[key],
+                dimensions_map=asg,
+                statistic="Average",
+                period=every,
+            )
+            for key in ids
+        }
+
+    return metrics
+
+
+class FleetAlarms(Construct):
+    """Utilization high (warning), temperature (critical), idle (cost), health-check failures,
+    capacity shortfall, stalled launches, and the composite "fleet unhealthy" (health, shortfall,
+    stalled launches or temperature).
+
+    Attributes:
+        alarms (name -> alarm), unhealthy (the composite alarm).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        fleet_name: str,
+        group_name: str,
+        namespace: str,
+        thresholds: Alarms,
+        factory: AlarmFactory,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        t = thresholds
+        asg = {"AutoScalingGroupName": group_name}
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+
+        def add(key: str, **kwargs: object) -> None:
+            self.alarms[key] = factory.metric_alarm(self, key, name=f"{fleet_name}-{key}", **kwargs)
+
+        add(
+            "gpu-utilization-high",
+            description=f"WARNING {fleet_name}: GPU utilization above {t.gpu_utilization_high.threshold:g} %",
+            metric=gpu_metric(
+                namespace, group_name, "utilization_gpu", "Average", t.gpu_utilization_high.period_minutes
+            ),
+            threshold=t.gpu_utilization_high,
+            comparison=ABOVE,
+        )
+        add(
+            "gpu-temperature-critical",
+            description=f"CRITICAL {fleet_name}: a GPU is above {t.gpu_temperature_critical.threshold:g} °C",
+            metric=gpu_metric(
+                namespace, group_name, "temperature_gpu", "Maximum", t.gpu_temperature_critical.period_minutes
+            ),
+            threshold=t.gpu_temperature_critical,
+            comparison=ABOVE,
+        )
+        add(
+            "gpu-idle",
+            description=f"COST {fleet_name}: GPU utilization below {t.gpu_idle.threshold:g} % (paying for idle GPUs)",
+            metric=gpu_metric(namespace, group_name, "utilization_gpu", "Average", t.gpu_idle.period_minutes),
+            threshold=t.gpu_idle,
+            comparison=BELOW,
+        )
+        add(
+            "health-check-failed",
+            description=f"CRITICAL {fleet_name}: a node failed its GPU health check and is being replaced",
+            metric=cloudwatch.Metric(
+                namespace=namespace,
+                metric_name=HEALTH_METRIC,
+                dimensions_map=asg,
+                statistic="Maximum",
+                period=period(t.health_check_failures),
+            ),
+            threshold=t.health_check_failures,
+            comparison=AT_LEAST,
+        )
+        # Launching nodes are Pending (Pending:Wait while the launch hook holds them for their GPU
+        # check and Lustre mount): a scale-out is not a shortfall. Missing capacity is what even
+        # the pending nodes do not cover (EC2 had none to give); a launch that never completes is
+        # a node short for longer than the launch hook can hold it.
+        shortfall = t.capacity_shortfall
+        group_metric = _group_metrics(asg, period(shortfall))
+        add(
+            "capacity-shortfall",
+            description=f"WARNING {fleet_name}: fewer instances in service or launching than desired (no capacity?)",
+            metric=cloudwatch.MathExpression(
+                expression="desired - (inservice + pending)",
+                using_metrics=group_metric("desired", "inservice", "pending"),
+                label="instances missing, launching ones counted",
+                period=period(shortfall),
+            ),
+            threshold=shortfall,
+            comparison=AT_LEAST,
+        )
+        stalled = Threshold(
+            threshold=shortfall.threshold,
+            period_minutes=shortfall.period_minutes,
+            evaluation_periods=periods_longer_than(LAUNCH_HOOK_TIMEOUT, shortfall.period_minutes),
+        )
+        add(
+            LAUNCH_STALLED,
+            description=(
+                f"WARNING {fleet_name}: fewer instances in service than desired for longer than the launch "
+                f"hook's {LAUNCH_HOOK_TIMEOUT.to_minutes():g} minutes (launches keep failing their bootstrap)"
+            ),
+            metric=cloudwatch.MathExpression(
+                expression="desired - inservice",
+                using_metrics=group_metric("desired", "inservice"),
+                label="instances not in service",
+                period=period(stalled),
+            ),
+            threshold=stalled,
+            comparison=AT_LEAST,
+        )
+        self.unhealthy = cloudwatch.CompositeAlarm(
+            self,
+            "Unhealthy",
+            composite_alarm_name=f"{factory.prefix}-{fleet_name}-unhealthy",
+            alarm_description=(
+                f"CRITICAL {fleet_name}: GPU health failures, capacity shortfall, stalled launches or overheating"
+            ),
+            alarm_rule=cloudwatch.AlarmRule.any_of(
+                *(
+                    cloudwatch.AlarmRule.from_alarm(self.alarms[k], cloudwatch.AlarmState.ALARM)
+                    for k in ("health-check-failed", "capacity-shortfall", LAUNCH_STALLED, "gpu-temperature-critical")
+                )
+            ),
+        )
+        factory.notify(self.unhealthy)

@@ -1,0 +1,87 @@
+"""One CloudWatch dashboard per environment: every fleet's GPUs and nodes, the file system, the alarms."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from gpu_constructs.fleet.fleet_metrics import gpu_metric
+
+#: Published by the node's GPU health check: one per node and market (spot | on-demand).
+NODE_RUNNING_METRIC = "NodeRunning"
+MARKETS = ("spot", "on-demand")
+
+
+@dataclass(frozen=True)
+class FleetPanel:
+    fleet_name: str
+    group_name: str
+
+
+class PlatformDashboard(Construct):
+    """Attributes: dashboard."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        dashboard_name: str,
+        namespace: str,
+        fleets: Sequence[FleetPanel],
+        fsx_throughput: cloudwatch.IMetric,
+        fsx_free_capacity: cloudwatch.IMetric,
+        alarms: Sequence[cloudwatch.IAlarm],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
+        self.dashboard.add_widgets(cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(alarms), width=24))
+        for panel in fleets:
+            g = panel.group_name
+
+            def gpu(measurement: str, statistic: str, group: str = g) -> cloudwatch.Metric:
+                return gpu_metric(namespace, group, measurement, statistic, 1)
+
+            self.dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title=f"{panel.fleet_name}: GPU utilization (%)",
+                    left=[gpu("utilization_gpu", "Average"), gpu("utilization_gpu", "Maximum")],
+                    width=6,
+                ),
+                cloudwatch.GraphWidget(
+                    title=f"{panel.fleet_name}: GPU memory",
+                    left=[gpu("utilization_memory", "Average")],
+                    right=[gpu("memory_used", "Average")],
+                    width=6,
+                ),
+                cloudwatch.GraphWidget(
+                    title=f"{panel.fleet_name}: GPU temperature (°C) and power (W)",
+                    left=[gpu("temperature_gpu", "Maximum")],
+                    right=[gpu("power_draw", "Average")],
+                    width=6,
+                ),
+                cloudwatch.GraphWidget(
+                    title=f"{panel.fleet_name}: nodes by market",
+                    left=[
+                        cloudwatch.Metric(
+                            namespace=namespace,
+                            metric_name=NODE_RUNNING_METRIC,
+                            dimensions_map={"AutoScalingGroupName": g, "Market": market},
+                            statistic="Sum",
+                            period=Duration.minutes(5),
+                            label=market,
+                        )
+                        for market in MARKETS
+                    ],
+                    stacked=True,
+                    width=6,
+                ),
+            )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(title="Lustre: throughput used (%)", left=[fsx_throughput], width=12),
+            cloudwatch.GraphWidget(title="Lustre: free capacity (bytes)", left=[fsx_free_capacity], width=12),
+        )

@@ -1,0 +1,212 @@
+"""The IAM role and instance profile of GPU nodes: only what a node does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from gpu_constructs.compliance.acknowledge import acknowledge
+from gpu_constructs.security.render.iam_actions import ssm_agent_statements
+
+DATASETS_PREFIX = "datasets/"
+CHECKPOINTS_PREFIX = "checkpoints/"
+
+
+@dataclass(frozen=True)
+class NodeAccess:
+    """The names a node's permissions are scoped to."""
+
+    data_bucket_name: str
+    metrics_namespace: str
+    node_log_group_prefix: str
+    session_log_group_arn: str
+    asg_name_prefix: str
+    ssm_parameter_prefix: str
+
+
+class GpuNodeRole(Construct):
+    """Role for GPU instances, with one customer-managed policy per concern.
+
+    - Session Manager: the channel APIs, registration, and the session log group;
+    - CloudWatch agent: ``PutMetricData`` in the platform namespace only, and the
+      node's own log groups;
+    - data: read ``datasets/``, read and write ``checkpoints/`` of the data bucket;
+    - fleet: complete lifecycle hooks and report health on the platform's own
+      Auto Scaling groups only (by name prefix);
+    - read-only describes and the environment's SSM parameters.
+
+    Attributes:
+        role, instance_profile.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        access: NodeAccess,
+        data_key: kms.IKey,
+        logs_key: kms.IKey,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        arn = f"arn:{stack.partition}"
+        region_account = f"{stack.region}:{stack.account}"
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description="GPU platform node: Session Manager, CloudWatch agent, data bucket, lifecycle hooks",
+        )
+        self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.role)
+        bucket = f"{arn}:s3:::{access.data_bucket_name}"
+
+        session = self._policy(
+            "SessionManager",
+            *ssm_agent_statements(stack, channels_sid="SessionChannels"),
+            iam.PolicyStatement(
+                sid="SessionLogs",
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[access.session_log_group_arn],
+            ),
+            iam.PolicyStatement(
+                sid="SessionLogGroupEncryptionCheck",
+                actions=["logs:DescribeLogGroups"],  # lists groups: no resource-level scoping
+                resources=["*"],
+            ),
+            iam.PolicyStatement(
+                sid="SessionDataKey",
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=[logs_key.key_arn],
+            ),
+        )
+        acknowledge(
+            session,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ssmmessages/ec2messages channel calls and logs:DescribeLogGroups have no resource types (Service "
+            "Authorization Reference); the channel statement is held to this region by aws:RequestedRegion, and "
+            "DescribeLogGroups only reads, so Session Manager can check that its log group is encrypted.",
+        )
+        acknowledge(
+            session,
+            f"AwsSolutions-IAM5[Resource::{arn}:ec2:{region_account}:instance/*]",
+            "The instance registers itself; its own id is not known when the role is created.",
+        )
+
+        agent = self._policy(
+            "CloudWatchAgent",
+            iam.PolicyStatement(
+                sid="PlatformMetricsOnly",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": access.metrics_namespace}},
+            ),
+            iam.PolicyStatement(
+                sid="NodeLogGroups",
+                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[f"{arn}:logs:{region_account}:log-group:{access.node_log_group_prefix}*"],
+            ),
+            iam.PolicyStatement(
+                sid="NodeLogsKey",
+                actions=["kms:Encrypt", "kms:GenerateDataKey"],
+                resources=[logs_key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"logs.{stack.region}.amazonaws.com"}},
+            ),
+        )
+        acknowledge(
+            agent,
+            "AwsSolutions-IAM5[Resource::*]",
+            "PutMetricData has no resource type; the statement is limited to the platform's namespace by the "
+            "cloudwatch:namespace condition.",
+        )
+        acknowledge(
+            agent,
+            f"AwsSolutions-IAM5[Resource::{arn}:logs:{region_account}:log-group:{access.node_log_group_prefix}*]",
+            "The node's log groups share this prefix; log streams are named by instance id at run time.",
+        )
+
+        data = self._policy(
+            "DataBucket",
+            iam.PolicyStatement(
+                sid="ReadDatasetsAndCheckpoints",
+                actions=["s3:GetObject"],
+                resources=[f"{bucket}/{DATASETS_PREFIX}*", f"{bucket}/{CHECKPOINTS_PREFIX}*"],
+            ),
+            iam.PolicyStatement(
+                sid="WriteCheckpoints",
+                actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+                resources=[f"{bucket}/{CHECKPOINTS_PREFIX}*"],
+            ),
+            iam.PolicyStatement(
+                sid="ListOwnPrefixes",
+                actions=["s3:ListBucket"],
+                resources=[bucket],
+                conditions={"StringLike": {"s3:prefix": [f"{DATASETS_PREFIX}*", f"{CHECKPOINTS_PREFIX}*"]}},
+            ),
+            iam.PolicyStatement(
+                sid="DataKeyThroughS3",
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=[data_key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"}},
+            ),
+        )
+        for prefix in (DATASETS_PREFIX, CHECKPOINTS_PREFIX):
+            acknowledge(
+                data,
+                f"AwsSolutions-IAM5[Resource::{bucket}/{prefix}*]",
+                f"Objects under the data bucket's {prefix} prefix are the data a training node reads and writes.",
+            )
+
+        asg_arn = (
+            f"{arn}:autoscaling:{region_account}:autoScalingGroup:*:autoScalingGroupName/{access.asg_name_prefix}*"
+        )
+        fleet = self._policy(
+            "FleetLifecycle",
+            iam.PolicyStatement(
+                sid="OwnGroupsOnly",
+                actions=[
+                    "autoscaling:CompleteLifecycleAction",
+                    "autoscaling:RecordLifecycleActionHeartbeat",
+                    "autoscaling:SetInstanceHealth",
+                ],
+                resources=[asg_arn],
+            ),
+            iam.PolicyStatement(
+                sid="ReadOnlyDescribe",
+                actions=[
+                    "autoscaling:DescribeAutoScalingInstances",
+                    "ec2:DescribeInstances",
+                    "ec2:DescribeTags",
+                    "ec2:DescribeVolumes",
+                    "fsx:DescribeFileSystems",
+                ],
+                resources=["*"],
+            ),
+            iam.PolicyStatement(
+                sid="EnvironmentParameters",
+                actions=["ssm:GetParameter", "ssm:GetParameters"],
+                resources=[f"{arn}:ssm:{region_account}:parameter{access.ssm_parameter_prefix}*"],
+            ),
+        )
+        acknowledge(
+            fleet,
+            f"AwsSolutions-IAM5[Resource::{asg_arn}]",
+            "The platform's Auto Scaling groups share this name prefix; their generated ids are not known here.",
+        )
+        acknowledge(
+            fleet,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Describe calls of EC2, Auto Scaling and FSx support no resource-level scoping; they are read-only.",
+        )
+        acknowledge(
+            fleet,
+            f"AwsSolutions-IAM5[Resource::{arn}:ssm:{region_account}:parameter{access.ssm_parameter_prefix}*]",
+            "The environment's parameters (AMI id, file system) share this path.",
+        )
+
+    def _policy(self, construct_id: str, *statements: iam.PolicyStatement) -> iam.ManagedPolicy:
+        return iam.ManagedPolicy(self, construct_id, roles=[self.role], statements=list(statements))

@@ -1,0 +1,220 @@
+"""The permissions boundary every role of the platform carries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Stack, Stage
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from config.naming import ResourceNames
+from gpu_constructs.compliance.acknowledge import acknowledge
+from gpu_constructs.security.render.iam_actions import SSM_AGENT_CHANNELS
+
+#: The most any role of the platform may ever do, by service. A role's own
+#: policies grant a subset of this; the boundary stops a widened role policy or a
+#: misused role from reaching IAM, Organizations, CloudTrail configuration, key
+#: policies, bucket policies or security group ingress. Its only IAM action,
+#: iam:PassRole, is in statements of its own: named roles, each to one service.
+#: These actions are allowed on any resource: they have no resource types, only read,
+#: or write only the caller's own logs, metrics, instance registration and hooks.
+UNSCOPED_ACTIONS = [
+    # Session Manager and node registration
+    "ssm:UpdateInstanceInformation",
+    "ssm:GetParameter",
+    "ssm:GetParameters",
+    "ssm:GetParametersByPath",
+    *SSM_AGENT_CHANNELS,
+    # logs and metrics
+    "logs:CreateLogGroup",
+    "logs:CreateLogStream",
+    "logs:PutLogEvents",
+    "logs:DescribeLogGroups",
+    "logs:DescribeLogStreams",
+    "cloudwatch:PutMetricData",
+    # fleets: lifecycle hooks and health
+    "autoscaling:CompleteLifecycleAction",
+    "autoscaling:RecordLifecycleActionHeartbeat",
+    "autoscaling:SetInstanceHealth",
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeAutoScalingGroups",
+    # read-only describes
+    "ec2:DescribeInstances",
+    "ec2:DescribeTags",
+    "ec2:DescribeVolumes",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeImages",
+    "ec2:DescribePrefixLists",
+    "fsx:DescribeFileSystems",
+    # the golden AMI's build instance fetches its components
+    "imagebuilder:GetComponent",
+    # AMI rollout: EventBridge starts the runbook; the runbook versions the fleets' launch templates
+    # and starts their instance refreshes (launching and passing roles: the statements below)
+    "ssm:StartAutomationExecution",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:CreateLaunchTemplateVersion",
+    "autoscaling:StartInstanceRefresh",
+]
+
+#: Actions allowed only on the environment's own resources (statement id -> actions; the
+#: resources are built from the naming convention of config/naming.py in the construct).
+SCOPED_ACTIONS = {
+    # objects of the environment's buckets (gpu-platform-<env>-*)
+    "ObjectsOfThisEnvironment": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+    "BucketsOfThisEnvironment": ["s3:ListBucket", "s3:GetBucketLocation"],
+    # what deployments publish: CDK's asset bucket of this account and region (node scripts, image
+    # components) and Image Builder's own agent downloads
+    "ReadDeploymentAssets": ["s3:GetObject"],
+    # keys of this account and region (data, logs, alerts, AMI keys)
+    "KeysOfThisAccount": [
+        "kms:Decrypt",
+        "kms:Encrypt",
+        "kms:ReEncryptFrom",
+        "kms:ReEncryptTo",
+        "kms:GenerateDataKey",
+        "kms:GenerateDataKeyWithoutPlaintext",
+        "kms:DescribeKey",
+    ],
+    # a receiving environment's EC2ImageBuilderDistributionCrossAccountRole copies the building
+    # account's AMI: EC2 uses the source snapshots' key (another account's) on its behalf
+    "SnapshotKeysThroughEc2Only": [
+        "kms:Decrypt",
+        "kms:ReEncryptFrom",
+        "kms:ReEncryptTo",
+        "kms:GenerateDataKey",
+        "kms:GenerateDataKeyWithoutPlaintext",
+        "kms:DescribeKey",
+        "kms:CreateGrant",
+    ],
+    # ... tags the copy and writes its id into this environment's AMI parameter
+    "AmiCopiesInThisRegion": ["ec2:CopyImage", "ec2:CreateTags", "ec2:ModifyImageAttribute"],
+    "TheAmiParameterOnly": ["ssm:PutParameter"],
+    # CDK's custom resource that strips the VPC's default security group, and restores its
+    # default rules when the stack is deleted (the handler authorizes them back on Delete)
+    "SecurityGroupRulesOfThisAccount": [
+        "ec2:AuthorizeSecurityGroupIngress",
+        "ec2:AuthorizeSecurityGroupEgress",
+        "ec2:RevokeSecurityGroupIngress",
+        "ec2:RevokeSecurityGroupEgress",
+    ],
+}
+
+#: Every action the boundary allows anywhere (a role's grant of anything else is void).
+BOUNDARY_ACTIONS = sorted(
+    {*UNSCOPED_ACTIONS, *(a for actions in SCOPED_ACTIONS.values() for a in actions), "ec2:RunInstances"}
+)
+
+
+@dataclass(frozen=True)
+class PassRoleGrant:
+    """The only roles a platform role may pass, each to one service only."""
+
+    sid: str
+    role_arns: Sequence[str]
+    service: str
+    #: Why an ARN with a wildcard names only the intended role (required where one has a ``*``).
+    wildcard_reason: str = ""
+
+
+class PlatformPermissionsBoundary(Construct):
+    """A named customer-managed policy used as permissions boundary.
+
+    Attributes:
+        policy: the managed policy; ``iam.PermissionsBoundary.of(scope).apply(policy)``.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, policy_name: str, pass_roles: Sequence[PassRoleGrant] = ()
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        templates = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:launch-template/*"
+        names = ResourceNames(env=Stage.of(self).stage_name, account=stack.account, region=stack.region)
+        launched = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:*/*"
+        scoped = _scoped_statements(stack, names)
+        self.policy = iam.ManagedPolicy(
+            self,
+            "Policy",
+            managed_policy_name=policy_name,
+            description="Permissions boundary of every GPU platform role: the most any of them may do",
+            statements=[
+                iam.PolicyStatement(sid="PlatformCeiling", actions=sorted(UNSCOPED_ACTIONS), resources=["*"]),
+                *scoped,
+                # Auto Scaling lets a caller point a group at a launch template only if the caller could
+                # launch from it; no role may launch any other way, or tag anything but a launch.
+                iam.PolicyStatement(
+                    sid="LaunchOnlyThroughLaunchTemplates",
+                    actions=["ec2:RunInstances"],
+                    resources=["*"],
+                    conditions={
+                        "ArnLike": {"ec2:LaunchTemplate": templates},
+                        "Bool": {"ec2:IsLaunchTemplateResource": "true"},
+                    },
+                ),
+                iam.PolicyStatement(
+                    sid="TagOnlyOnLaunch",
+                    actions=["ec2:CreateTags"],
+                    resources=[launched],
+                    conditions={"StringEquals": {"ec2:CreateAction": "RunInstances"}},
+                ),
+                *(
+                    iam.PolicyStatement(
+                        sid=grant.sid,
+                        actions=["iam:PassRole"],
+                        resources=list(grant.role_arns),
+                        conditions={"StringEquals": {"iam:PassedToService": grant.service}},
+                    )
+                    for grant in pass_roles
+                ),
+            ],
+        )
+        for grant in pass_roles:
+            for role_arn in grant.role_arns:
+                if "*" in role_arn:
+                    acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{role_arn}]", grant.wildcard_reason)
+        reasons = {**_SCOPE_REASONS, "TagOnlyOnLaunch": "Only what RunInstances creates, as it creates it."}
+        for sid, resources in [*((st.sid, st.resources) for st in scoped), ("TagOnlyOnLaunch", [launched])]:
+            for resource in resources:
+                acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{resource}]", f"Boundary only: {reasons[sid]}")
+        acknowledge(
+            self.policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "This policy is only a permissions boundary: it grants nothing, it caps each role, whose own "
+            "policies scope the resources.",
+        )
+
+
+_SCOPE_REASONS = {
+    "ObjectsOfThisEnvironment": "objects of this environment's buckets, which share its name prefix.",
+    "BucketsOfThisEnvironment": "this environment's buckets, which share its name prefix.",
+    "ReadDeploymentAssets": "reads of CDK's asset bucket of this account and region and of Image Builder's agent.",
+    "KeysOfThisAccount": "keys of this account and region; each role names its keys.",
+    "SnapshotKeysThroughEc2Only": "another account's snapshot key, only as EC2 uses it to copy an AMI.",
+    "AmiCopiesInThisRegion": "AMIs and snapshots have no account in their ARN; this region's only.",
+    "TheAmiParameterOnly": "the one AMI parameter of this environment.",
+    "SecurityGroupRulesOfThisAccount": "security groups of this account and region; the role names its group.",
+}
+
+
+def _scoped_statements(stack: Stack, names: ResourceNames) -> list[iam.PolicyStatement]:
+    """SCOPED_ACTIONS, each on the environment's resources (and with the conditions that hold it there)."""
+    arn, region, account = f"arn:{stack.partition}", stack.region, stack.account
+    resources: dict[str, list[str]] = {
+        "ObjectsOfThisEnvironment": [f"{arn}:s3:::{names.prefix}-*/*"],
+        "BucketsOfThisEnvironment": [f"{arn}:s3:::{names.prefix}-*"],
+        "ReadDeploymentAssets": [f"{arn}:s3:::cdk-*-assets-{account}-{region}/*", f"{arn}:s3:::ec2imagebuilder*/*"],
+        "KeysOfThisAccount": [f"{arn}:kms:{region}:{account}:key/*"],
+        "SnapshotKeysThroughEc2Only": [f"{arn}:kms:{region}:*:key/*"],
+        "AmiCopiesInThisRegion": [f"{arn}:ec2:{region}::image/*", f"{arn}:ec2:{region}::snapshot/*"],
+        "TheAmiParameterOnly": [f"{arn}:ssm:{region}:{account}:parameter{names.ami_parameter}"],
+        "SecurityGroupRulesOfThisAccount": [f"{arn}:ec2:{region}:{account}:security-group/*"],
+    }
+    conditions: dict[str, dict] = {
+        "SnapshotKeysThroughEc2Only": {"StringEquals": {"kms:ViaService": f"ec2.{region}.amazonaws.com"}},
+    }
+    return [
+        iam.PolicyStatement(sid=sid, actions=sorted(actions), resources=resources[sid], conditions=conditions.get(sid))
+        for sid, actions in SCOPED_ACTIONS.items()
+    ]
