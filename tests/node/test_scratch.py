@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
-from gpu_constructs.fleet_launch_template import SCRATCH_DEVICE
+from gpu_constructs.fleet.fleet_launch_template import SCRATCH_DEVICE
 from tests.node.fake_aws import FakeAws, LifecycleFleet
 from tests.node.fake_disks import ebs, instance_store
 from tests.node.helpers import NODE_DIR, FakeImds
