@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,9 +26,7 @@ from gpu_constructs.fleet.render.agent_metrics import (
     namespace_for,
     published_metrics,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_PATH = ROOT.parent / "shared" / "reference" / "cloudwatch-agent-schema.json"
+from tests.reference import reference_path
 
 NAMESPACE = "GpuPlatform/dev"
 NODE_LOGS = (
@@ -52,12 +49,7 @@ EXPECTED_GPU_METRICS = {
 
 @pytest.fixture(scope="module")
 def validator() -> Draft4Validator:
-    if not SCHEMA_PATH.is_file():
-        pytest.skip(
-            f"{SCHEMA_PATH} is absent: the CloudWatch agent's JSON schema is reference data kept outside the "
-            "project (../shared/reference/README.md) and must not be copied into it"
-        )
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema = json.loads(reference_path("cloudwatch-agent-schema.json").read_text(encoding="utf-8"))
     Draft4Validator.check_schema(schema)
     return Draft4Validator(schema)
 
