@@ -11,9 +11,17 @@ ROOT = Path(__file__).resolve().parent.parent
 # jsii must run on the project's pinned Node.js, not the system's.
 os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ['PATH']}"
 
+from config.loader import CONFIG_DIR  # noqa: E402
 from tests.synth import Synth, synthesize  # noqa: E402 - after PATH is set
 
 
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """Every environment of the test configs (tests/fixtures/config/), synthesized once."""
     return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def shipped_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """Every environment of the shipped config/: for the snapshot tests only."""
+    return synthesize(tmp_path_factory.mktemp("shipped-cdk.out"), CONFIG_DIR)

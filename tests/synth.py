@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -16,6 +17,9 @@ from config import Environment, load_platform
 from stacks.compliance import FAIL_ON_FINDINGS, platform_app
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The environments the suite asserts against (tests/fixtures/config/README.md); the shipped
+#: config/ is read only by the snapshot tests and tests/config/test_shipped_configs.py.
+TEST_CONFIG_DIR = Path(os.environ.get("GPU_PLATFORM_TEST_CONFIG_DIR") or ROOT / "tests" / "fixtures" / "config")
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -65,9 +69,9 @@ class Synth:
         return json.loads((self.outdir / "validation-report.json").read_text())
 
 
-def synthesize(outdir: Path) -> Synth:
-    """Synthesize every environment exactly as ``app.py`` does, into ``outdir``."""
-    platform = load_platform()
+def synthesize(outdir: Path, config_dir: Path = TEST_CONFIG_DIR) -> Synth:
+    """Synthesize every environment of ``config_dir`` exactly as ``app.py`` does, into ``outdir``."""
+    platform = load_platform(config_dir=config_dir)
     environments = platform.selected_environments
     context = cdk_json_context()
     context[FAIL_ON_FINDINGS] = True

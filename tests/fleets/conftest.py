@@ -14,9 +14,8 @@ import yaml
 
 from app import add_platform
 from config import load_environment
-from config.loader import CONFIG_DIR
 from stacks.compliance import FAIL_ON_FINDINGS, platform_app
-from tests.synth import StackTemplate, Synth, cdk_json_context, collect_stacks
+from tests.synth import TEST_CONFIG_DIR, StackTemplate, Synth, cdk_json_context, collect_stacks
 
 EXTRA_FLEETS = [
     {
@@ -81,7 +80,7 @@ EXTRA_FLEETS = [
 @pytest.fixture(scope="package")
 def fleet_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     config_dir = tmp_path_factory.mktemp("config")
-    data = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
+    data = yaml.safe_load((TEST_CONFIG_DIR / "dev.yaml").read_text())
     data["fleets"] = data["fleets"] + EXTRA_FLEETS
     (config_dir / "dev.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     env = load_environment("dev", config_dir)

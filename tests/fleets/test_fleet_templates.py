@@ -164,7 +164,7 @@ def test_group_distribution_equals_config(synth: Synth, env: str) -> None:
 
 
 def test_defaults_per_environment(synth: Synth) -> None:
-    (dev,) = synth.environments["dev"].fleets
+    dev = {f.name: f for f in synth.environments["dev"].fleets}["inference"]
     assert dev.role == "inference" and all(t.startswith("g4dn.") for t in dev.instance_types)
     assert dev.on_demand_percentage_above_base == 0 and dev.on_demand_base_capacity == 0  # mostly Spot
     prod = {f.name: f for f in synth.environments["prod"].fleets}

@@ -34,6 +34,7 @@ from config.fleets import Fleet
 from config.naming import ResourceNames
 from scripts.env_check import aws, judge
 from scripts.env_check.expectations import FleetExpectation, expectations_for, fleet_expectations
+from tests.synth import TEST_CONFIG_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "check_environment.py"
@@ -42,8 +43,8 @@ REGION = "us-east-1"
 AMI = "ami-0123456789abcdef0"
 TEMPLATE = json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}})
 
-#: The shipped dev config is the template, so the tests follow the schema as it grows.
-DEV_CONFIG = yaml.safe_load((REPO_ROOT / "config" / "dev.yaml").read_text(encoding="utf-8"))
+#: The test suite's dev config is the template, so the tests follow the schema as it grows.
+DEV_CONFIG = yaml.safe_load((TEST_CONFIG_DIR / "dev.yaml").read_text(encoding="utf-8"))
 FILE_SYSTEM = {
     "FileSystemId": "fs-0123456789abcdef0",
     "Lifecycle": "AVAILABLE",

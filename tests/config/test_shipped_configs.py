@@ -1,0 +1,80 @@
+"""The shipped config/ is the user's: it loads, and changing it within the schema breaks no test.
+
+Every other test reads the test configs (tests/fixtures/config/); the snapshot tests read config/
+for the templates it gives. The second test shows the suite survives a user's own config: it
+copies config/, adds one more valid fleet to dev, and runs the fleet and config tests against the
+copy (GPU_PLATFORM_TEST_CONFIG_DIR points the suite there).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from config import load_environment, load_platform
+from config.loader import CONFIG_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: A fleet a user might add: valid in dev (its zone, its catalog type), different from every shipped one.
+EXTRA_FLEET = {
+    "name": "batch",
+    "role": "training",
+    "instance_types": ["g5.xlarge"],
+    "availability_zones": ["us-east-1a"],
+    "capacity": {"min": 1, "max": 2, "desired": 1},
+    "on_demand_base_capacity": 1,
+    "on_demand_percentage_above_base": 100,
+}
+
+
+def test_the_shipped_configs_load_together() -> None:
+    platform = load_platform()
+    assert sorted(platform.environments) == ["dev", "prod", "staging"]
+    for name, env in platform.environments.items():
+        assert env.name == name and env.fleets, name
+
+
+def test_fleet_and_config_tests_pass_on_a_copy_of_config_with_one_more_fleet(tmp_path: Path) -> None:
+    copy = tmp_path / "config"
+    copy.mkdir()
+    for path in CONFIG_DIR.glob("*.yaml"):
+        shutil.copy(path, copy / path.name)
+    dev = yaml.safe_load((copy / "dev.yaml").read_text(encoding="utf-8"))
+    assert EXTRA_FLEET["name"] not in {fleet["name"] for fleet in dev["fleets"]}
+    dev["fleets"].append(EXTRA_FLEET)
+    (copy / "dev.yaml").write_text(yaml.safe_dump(dev, sort_keys=False), encoding="utf-8")
+    assert [f.name for f in load_environment("dev", copy).fleets][-1] == "batch"  # valid, as a user would check
+
+    env = {**os.environ, "GPU_PLATFORM_TEST_CONFIG_DIR": str(copy)}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:randomly",
+            "tests/fleets",
+            "tests/config",
+            "--deselect",
+            f"tests/config/{Path(__file__).name}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    progress = "".join(line.split(" [")[0] for line in run.stdout.splitlines() if line.rstrip().endswith("%]"))
+    assert progress.count(".") > 100 and set(progress) <= {".", "s", " "}, run.stdout[-2000:]
