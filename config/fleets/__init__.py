@@ -4,23 +4,28 @@
 - ``capacity``: ``capacity``, ``capacity_reservation`` and ``capacity_block``;
 - ``scaling``: ``scaling`` (target tracking, step, schedules) and ``warm_pool``;
 - ``refresh``: ``refresh``, how a new AMI reaches the fleet;
-- ``zero_capacity``: every way a fleet can reach 0 nodes needs a way back.
+- ``zero_capacity``: every way a fleet can reach 0 nodes needs a way back;
+- ``health``: ``health``, how its nodes are judged healthy (DCGM level, added Xids, launch hook timeout).
 
 Every name is importable from ``config.fleets``.
 """
 
 from config.fleets.capacity import Capacity, CapacityBlock, CapacityReservation, ReservationPreference
 from config.fleets.fleet import Fleet, FleetRole, Placement, SpotAllocationStrategy
+from config.fleets.health import DCGM_LEVEL_SECONDS, DcgmMode, Health
 from config.fleets.refresh import MAX_CHECKPOINT_DELAY_MINUTES, Refresh, RollbackAlarm
 from config.fleets.scaling import Scaling, ScheduledAction, StepScaling, TargetTracking, WarmPool
 
 __all__ = [
+    "DCGM_LEVEL_SECONDS",
     "MAX_CHECKPOINT_DELAY_MINUTES",
     "Capacity",
     "CapacityBlock",
     "CapacityReservation",
+    "DcgmMode",
     "Fleet",
     "FleetRole",
+    "Health",
     "Placement",
     "Refresh",
     "ReservationPreference",

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from config.base import Strict
 from config.catalog import UnknownInstanceType, efa_layout, efa_sizes, get_instance_type
 from config.fleets.capacity import Capacity, CapacityBlock, CapacityReservation
+from config.fleets.health import Health, dcgm_level, health_problems, node_env, required_hook_seconds
 from config.fleets.refresh import Refresh
 from config.fleets.scaling import Scaling, WarmPool
 from config.fleets.zero_capacity import zero_capacity_problems
@@ -56,6 +57,7 @@ class Fleet(Strict):
     scaling: Scaling | None = None
     warm_pool: WarmPool | None = None
     refresh: Refresh | None = None
+    health: Health = Field(default_factory=Health)
 
     @field_validator("name")
     @classmethod
@@ -86,6 +88,7 @@ class Fleet(Strict):
             *self._capacity_problems(),
             *self._elasticity_problems(),
             *zero_capacity_problems(self),
+            *health_problems(self.health, self.role.value),
         ]
         if problems:
             raise ValueError("\n".join(problems))
@@ -182,6 +185,22 @@ class Fleet(Strict):
             return None
         refresh = self.refresh or Refresh()
         return refresh if refresh.enabled else None
+
+    @property
+    def dcgm_level(self) -> int:
+        """The DCGM diagnostic level a node runs before it takes work."""
+        return dcgm_level(self.health, self.role.value)
+
+    @property
+    def launch_hook_timeout_seconds(self) -> int:
+        """HeartbeatTimeout of the launch lifecycle hook: ``health.launch_hook_timeout_seconds``, else the
+        bootstrap's budget plus the DCGM level's (config/fleets/health.py)."""
+        return self.health.launch_hook_timeout_seconds or required_hook_seconds(self.health, self.role.value)
+
+    @property
+    def health_node_env(self) -> dict[str, str]:
+        """node.env keys of the health check: HEALTH_DCGM_LEVEL, HEALTH_DCGM, HEALTH_EXTRA_FATAL_XIDS."""
+        return node_env(self.health, self.role.value)
 
     @property
     def uses_spot(self) -> bool:

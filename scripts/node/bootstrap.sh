@@ -8,7 +8,8 @@
 #   config            read node.env (as KEY=value data, never executed); every required key present
 #   identity          instance id and type from IMDSv2 (node_facts.py identity)
 #   instance-type     GPUs / EFA interfaces / GPUDirect RDMA of this type from instance-types.json
-#                     (a type missing there is a failure); EXPECTED_GPUS=<n> written to node.env
+#                     (a type missing there is a failure); EXPECTED_GPUS=<n> and EXPECTED_EFA=<n> (0
+#                     unless EFA_ENABLED) written to node.env for gpu-health.service
 #   cloudwatch-agent  amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s -c file:<config>; early,
 #                     so that the log of a node that fails a later step still reaches CloudWatch
 #   units             copy systemd/* to /etc/systemd/system, daemon-reload, enable --now
@@ -19,8 +20,11 @@
 #                     system, mounted at /scratch (mode 1777, fstab nofail); no such device: skipped
 #   efa               EFA_ENABLED=true only: efa-node.env + /etc/profile.d/gpu-platform-nccl.sh
 #                     (FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1 on GPUDirect RDMA types,
-#                     NCCL_DEBUG=WARN); `fi_info -p efa` must list as many EFA devices as the type has
-#   gpu-health        gpu_health.py --once --expected-gpus N --no-set-health (publishes the metric)
+#                     NCCL_DEBUG=WARN)
+#   gpu-health        gpu_health.py --once --expected-gpus N --no-set-health (publishes the metrics) at
+#                     the fleet's DCGM level (HEALTH_DCGM_LEVEL, 1), HEALTH_DCGM (auto) and
+#                     HEALTH_EXTRA_FATAL_XIDS; on EFA fleets also the EFA devices (as many as the type
+#                     has), libfabric's efa provider and NCCL's OFI plugin (--efa-devices N)
 #   lustre            systemctl enable + start lustre-mount.service (blocks until mounted or failed)
 #   containers        CONTAINERS_ENABLED=true only: systemctl enable --now docker.service
 #   services          systemctl enable --now gpu-health.timer spot-watcher.service
@@ -68,6 +72,9 @@ readonly STEPS=(config identity instance-type cloudwatch-agent units scratch efa
 readonly REQUIRED_KEYS=(GPU_PLATFORM_ENV AWS_REGION FLEET_NAME ASG_NAME LAUNCH_HOOK_NAME TERMINATE_HOOK_NAME
   METRIC_NAMESPACE FSX_DNS_NAME FSX_MOUNT_NAME EFA_ENABLED CONTAINERS_ENABLED)
 readonly BOOLEAN_KEYS=(EFA_ENABLED CONTAINERS_ENABLED)
+# Optional health keys (the fleet's health: settings) and the pattern each value must match.
+declare -rA HEALTH_KEYS=([HEALTH_DCGM_LEVEL]='^[1-4]$' [HEALTH_DCGM]='^(auto|required|off)$'
+  [HEALTH_EXTRA_FATAL_XIDS]='^[0-9]+(,[0-9]+)*$')
 readonly LIFECYCLE_WATCHER_UNIT=lifecycle-watcher.service
 readonly LUSTRE_UNIT=lustre-mount.service
 readonly CONTAINER_RUNTIME_UNIT=docker.service
@@ -199,6 +206,13 @@ step_config() {
       problems=$((problems + 1))
     fi
   done
+  for key in "${!HEALTH_KEYS[@]}"; do
+    value="${CONF[$key]:-}"
+    if [[ -n "$value" && ! "$value" =~ ${HEALTH_KEYS[$key]} ]]; then
+      log "${NODE_ENV_FILE}: ${key} must match ${HEALTH_KEYS[$key]}, got '${value}'"
+      problems=$((problems + 1))
+    fi
+  done
   CONF[FSX_MOUNT_POINT]="${CONF[FSX_MOUNT_POINT]:-/fsx}"
   CONF[CHECKPOINT_DIR]="${CONF[CHECKPOINT_DIR]:-${CONF[FSX_MOUNT_POINT]}/checkpoints}"
   if ((problems > 0)); then
@@ -250,7 +264,13 @@ step_instance_type() {
     log "cannot write EXPECTED_GPUS to ${NODE_ENV_FILE}"
     return 1
   }
-  log "EXPECTED_GPUS=${EXPECTED_GPUS} written to ${NODE_ENV_FILE}"
+  local efa_devices=0
+  [[ "${CONF[EFA_ENABLED]}" != true ]] || efa_devices="$EXPECTED_EFA"
+  set_env_value EXPECTED_EFA "$efa_devices" || {
+    log "cannot write EXPECTED_EFA to ${NODE_ENV_FILE}"
+    return 1
+  }
+  log "EXPECTED_GPUS=${EXPECTED_GPUS}, EXPECTED_EFA=${efa_devices} written to ${NODE_ENV_FILE}"
 }
 
 step_cloudwatch_agent() {
@@ -288,13 +308,6 @@ step_scratch() {
   run_logged bash "$NODE_DIR/mount-scratch.sh"
 }
 
-# Distinct EFA devices in `fi_info -p efa` output: each device shows as domain <dev>-rdm (and
-# <dev>-dgrm), possibly under more than one fabric.
-count_efa_devices() {
-  awk '$1 == "domain:" { d = $2; sub(/-(rdm|dgrm)$/, "", d); seen[d] = 1 }
-       END { n = 0; for (d in seen) n++; print n }'
-}
-
 step_efa() {
   if [[ "${CONF[EFA_ENABLED]}" != true ]]; then
     log "EFA_ENABLED=false: nothing to do"
@@ -324,20 +337,7 @@ step_efa() {
     log "cannot write ${PROFILE_SCRIPT}"
     return 1
   }
-  log "wrote ${EFA_NODE_ENV_FILE} and ${PROFILE_SCRIPT}: ${settings[*]}"
-
-  local devices
-  log "\$ ${FI_INFO_BIN} -p efa"
-  capture "$FI_INFO_BIN" -p efa || {
-    log "fi_info -p efa failed: no EFA device or no EFA provider in libfabric"
-    return 1
-  }
-  devices="$(count_efa_devices <<<"$CAPTURED")"
-  if ((devices != EXPECTED_EFA)); then
-    log "fi_info -p efa lists ${devices} EFA devices; ${INSTANCE_TYPE} has ${EXPECTED_EFA} (does the launch template attach one EFA interface per network card?)"
-    return 1
-  fi
-  log "fi_info -p efa lists ${devices} EFA devices, as expected"
+  log "wrote ${EFA_NODE_ENV_FILE} and ${PROFILE_SCRIPT}: ${settings[*]} (the gpu-health step checks the devices)"
 }
 
 step_gpu_health() {
@@ -345,9 +345,20 @@ step_gpu_health() {
   if [[ -n "$GPU_HEALTH_ARGS" ]]; then
     read -r -a extra <<<"$GPU_HEALTH_ARGS"
   fi
+  local -a health=(--dcgm-level "${CONF[HEALTH_DCGM_LEVEL]:-1}" --dcgm "${CONF[HEALTH_DCGM]:-auto}")
+  if [[ -n "${CONF[HEALTH_EXTRA_FATAL_XIDS]:-}" ]]; then
+    health+=(--extra-fatal-xids "${CONF[HEALTH_EXTRA_FATAL_XIDS]}")
+  fi
+  if [[ "${CONF[EFA_ENABLED]}" == true ]]; then
+    health+=(--efa-devices "$EXPECTED_EFA" --fi-info "$FI_INFO_BIN")
+  else
+    health+=(--efa-devices 0)
+  fi
+  # Unhealthy here abandons the launch (below); the reasons are in this log and, per reason class, in
+  # the GpuNodeUnhealthy metric (CompleteLifecycleAction carries no reason).
   run_logged "$PYTHON_BIN" "$NODE_DIR/gpu_health.py" --once --expected-gpus "$EXPECTED_GPUS" --no-set-health \
     --namespace "${CONF[METRIC_NAMESPACE]}" --asg-name "${CONF[ASG_NAME]}" --instance-id "$INSTANCE_ID" \
-    --region "${CONF[AWS_REGION]}" --imds-url "$IMDS_URL" "${extra[@]}"
+    --region "${CONF[AWS_REGION]}" --imds-url "$IMDS_URL" "${health[@]}" "${extra[@]}"
 }
 
 step_lustre() {

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """GPU health check for a GPU node of the platform.
 
-Reads ``nvidia-smi``, the kernel log (NVRM Xid lines), on NVSwitch instance types the Fabric
-Manager state and, where ``dcgmi`` is installed, a DCGM level 1 diagnostic; decides healthy /
-unhealthy with a pure function (``evaluate``); then, behind flags, logs the reasons, turns
-persistence mode back on where it was off, publishes ``GpuHealthCheckFailed`` (1 or 0) to
-CloudWatch per Auto Scaling group, and marks the instance Unhealthy so that its Auto Scaling
-group replaces it.
+Reads ``nvidia-smi``, the kernel log (NVRM Xid lines), on NVSwitch types the Fabric Manager state,
+on EFA fleets the EFA devices, libfabric's efa provider and NCCL's OFI plugin, and, where ``dcgmi``
+is installed, a DCGM diagnostic (``--dcgm-level``); decides with a pure function (``evaluate``);
+then, behind flags, logs the reasons, turns persistence mode back on, publishes
+``GpuHealthCheckFailed`` (1 or 0) and ``GpuNodeUnhealthy`` per reason class per Auto Scaling group,
+and, once no checkpoint is in progress, marks the instance Unhealthy so that its group replaces it.
 
     gpu_health.py --once --expected-gpus 8                # boot: exit 0 healthy, 1 unhealthy
     gpu_health.py --expected-gpus 8 --interval 300        # long-running loop (the timer is preferred)
@@ -14,9 +14,9 @@ group replaces it.
         --nvidia-smi-output smi.txt --kernel-log-file kern.log   # replay recorded outputs
 
 The check is split by concern, flat modules beside this one in /opt/gpu-platform/node:
-health_parse (tool output -> facts), health_xids (the Xid policy), health_decide (facts ->
-verdict), health_probe (runs the tools), health_act (persistence fix, identity, metrics, instance
-health). This module is the command line and the run; it is the one that opens the AWS clients.
+health_parse, health_dcgm, health_efa (tool output -> facts), health_xids (the Xid policy, data in
+xid_catalog.csv), health_decide (facts -> verdict), health_probe (runs the tools), health_act
+(persistence fix, identity, metrics, checkpoint wait, instance health). This module is the command line and the run; it is the one that opens the AWS clients.
 
 Python 3 standard library plus boto3 (imported only when an AWS action runs).
 """
@@ -32,30 +32,42 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from health_act import (
+    CHECKPOINT_LOCK,
     DEFAULT_NAMESPACE,
     METRIC_NAME,
     NODE_RUNNING_METRIC,
+    REASON_METRIC,
     NodeIdentity,
     fix_persistence,
     log_report,
     mark_unhealthy,
     publish_metric,
     resolve_identity,
+    wait_for_checkpoint,
 )
+from health_dcgm import DCGM_LEVEL_TIMEOUT_S, DcgmOutcome, parse_dcgm_json
 from health_decide import FABRIC_MANAGER_UNIT, HealthReport, evaluate
-from health_parse import DcgmOutcome, SmiResult, parse_dcgm_json
-from health_probe import NVIDIA_SMI_COMMAND, read_fabric, read_kernel_log, run_command, run_dcgm_diag
-from health_xids import FATAL_XIDS, parse_fatal_xids
+from health_efa import FI_INFO_BIN
+from health_parse import SmiResult
+from health_probe import NVIDIA_SMI_COMMAND, read_efa, read_fabric, read_kernel_log, run_command, run_dcgm_diag
+from health_xids import parse_extra_xids
 from imds_client import DEFAULT_IMDS_URL
 
 LOG = logging.getLogger("gpu-health")
 
 # The metric names stay readable from the entry point: the fleet's alarms and dashboard tests read them here.
-__all__ = ["METRIC_NAME", "NODE_RUNNING_METRIC", "apply_actions", "build_parser", "check_once", "main"]
+__all__ = ["METRIC_NAME", "NODE_RUNNING_METRIC", "REASON_METRIC", "apply_actions", "build_parser", "check_once", "main"]
+
+
+def _extra_xids(text: str) -> dict[int, str]:
+    try:
+        return parse_extra_xids(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description="GPU health check: nvidia-smi, NVRM Xids, DCGM level 1.")
+    parser = argparse.ArgumentParser(description="GPU health check: nvidia-smi, NVRM Xids, NVSwitch fabric, EFA, DCGM.")
     parser.add_argument("--expected-gpus", type=int, required=True, help="GPU count of the instance type")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="check once; exit 0 healthy, 1 unhealthy")
@@ -67,14 +79,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--imds-url", default=DEFAULT_IMDS_URL)
     parser.add_argument("--no-metric", action="store_true", help=f"do not publish {METRIC_NAME}")
     parser.add_argument("--no-set-health", action="store_true", help="do not mark the instance Unhealthy")
+    # Defaults from node.env (gpu-health.service reads it as EnvironmentFile=): HEALTH_* keys of the fleet's
+    # health settings, EXPECTED_EFA from the bootstrap. Flags win (the bootstrap passes them).
     parser.add_argument(
-        "--fatal-xids", type=parse_fatal_xids, default=dict(FATAL_XIDS), help="comma-separated Xid codes"
+        "--extra-fatal-xids",
+        type=_extra_xids,
+        default=_extra_xids(os.environ.get("HEALTH_EXTRA_FATAL_XIDS", "")),
+        help="comma-separated Xid codes the fleet makes unhealthy on top of xid_catalog.csv",
     )
     parser.add_argument(
         "--dcgm",
         choices=("auto", "off", "required"),
-        default="auto",
-        help="auto: run dcgmi diag -r 1 when installed; required: a DCGM that cannot run is a failure",
+        default=os.environ.get("HEALTH_DCGM") or "auto",
+        help="auto: run dcgmi diag when installed; required: a DCGM that did not run is a failure",
+    )
+    parser.add_argument("--dcgm-level", type=int, choices=sorted(DCGM_LEVEL_TIMEOUT_S), default=1)
+    parser.add_argument("--dcgm-timeout", type=float, help="default: the level's budget (health_dcgm)")
+    parser.add_argument(
+        "--efa-devices",
+        type=int,
+        default=int(os.environ.get("EXPECTED_EFA") or 0),
+        help="EFA fleets: the type's EFA interface count; 0 skips the EFA check",
+    )
+    parser.add_argument("--fi-info", default=os.environ.get("FI_INFO_BIN") or FI_INFO_BIN)
+    parser.add_argument("--ofi-nccl-dir", action="append", help="where NCCL's OFI plugin may be (repeatable)")
+    parser.add_argument("--checkpoint-lock", default=CHECKPOINT_LOCK)
+    parser.add_argument(
+        "--checkpoint-wait", type=float, default=240.0, help="seconds to wait for a checkpoint before Unhealthy"
     )
     parser.add_argument(
         "--fabric-manager",
@@ -90,7 +121,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-fix-persistence", action="store_true", help="only warn when persistence mode is off (nvidia-smi -pm 1)"
     )
     parser.add_argument("--smi-timeout", type=float, default=30.0)
-    parser.add_argument("--dcgm-timeout", type=float, default=180.0)
     replay = parser.add_argument_group("replay recorded outputs instead of running the tools")
     replay.add_argument("--nvidia-smi-output", type=Path)
     replay.add_argument("--nvidia-smi-rc", type=int, default=0)
@@ -98,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--dcgm-json", type=Path)
     replay.add_argument("--nvidia-smi-q-output", type=Path, help="recorded nvidia-smi -q (Fabric sections)")
     replay.add_argument("--fabric-manager-state", help=f"recorded systemctl is-active {FABRIC_MANAGER_UNIT}")
+    replay.add_argument("--fi-info-output", type=Path, help="recorded fi_info -p efa")
+    replay.add_argument("--fi-info-rc", type=int, default=0)
     return parser
 
 
@@ -112,23 +144,25 @@ def collect_and_evaluate(args: argparse.Namespace) -> HealthReport:
         kernel_log: str | None = args.kernel_log_file.read_text()
     else:
         kernel_log = read_kernel_log()
+    level = args.dcgm_level
     if args.dcgm_json is not None:
-        dcgm = parse_dcgm_json(args.dcgm_json.read_text())
+        dcgm = parse_dcgm_json(args.dcgm_json.read_text(), level)
     elif args.dcgm == "off":
         dcgm = None
     else:
-        dcgm = run_dcgm_diag(args.dcgm_timeout)
+        dcgm = run_dcgm_diag(level, args.dcgm_timeout or DCGM_LEVEL_TIMEOUT_S[level])
         if dcgm is None and args.dcgm == "required":
-            dcgm = DcgmOutcome(error="dcgmi is not installed but --dcgm required was given")
+            dcgm = DcgmOutcome(error="dcgmi is not installed but --dcgm required was given", level=level)
     report = evaluate(
         smi,
         kernel_log,
         args.expected_gpus,
         dcgm,
-        fatal_xids=args.fatal_xids,
+        extra_xids=args.extra_fatal_xids,
         dcgm_required=args.dcgm == "required",
         smi_timeout_s=args.smi_timeout,
         fabric=fabric,
+        efa=read_efa(args),
     )
     if fabric_skipped:
         report.warnings.append(fabric_skipped)
@@ -143,9 +177,13 @@ def apply_actions(
     publish: bool,
     set_health: bool,
     session: Any = None,
+    checkpoint_lock: str = CHECKPOINT_LOCK,
+    checkpoint_wait_s: float = 240.0,
 ) -> list[str]:
-    """Publish the metric and, when unhealthy, mark the instance Unhealthy. Each action runs even
-    if the other failed; the errors are logged and returned."""
+    """Publish the metrics and, when unhealthy, mark the instance Unhealthy once no checkpoint is in
+    progress (its termination would cut the checkpoint short); a checkpoint still running after
+    ``checkpoint_wait_s`` defers the mark to the next check. Each action runs even if the other
+    failed; the errors are logged and returned."""
     errors: list[str] = []
     if not (publish or set_health):
         return errors
@@ -160,7 +198,12 @@ def apply_actions(
     if publish:
         try:
             publish_metric(
-                session.client("cloudwatch"), namespace, identity.asg_name, not report.healthy, identity.market
+                session.client("cloudwatch"),
+                namespace,
+                identity.asg_name,
+                not report.healthy,
+                identity.market,
+                report.reason_classes,
             )
             LOG.info("published %s=%d to %s", METRIC_NAME, int(not report.healthy), namespace)
         except Exception as err:  # botocore errors share no base class worth importing here
@@ -170,6 +213,13 @@ def apply_actions(
         if not identity.instance_id:
             errors.append("no instance id: cannot mark the instance Unhealthy")
             LOG.error(errors[-1])
+            return errors
+        if not wait_for_checkpoint(checkpoint_lock, checkpoint_wait_s):
+            LOG.warning(
+                "a checkpoint is still in progress after %g s (%s): Unhealthy deferred to the next check",
+                checkpoint_wait_s,
+                checkpoint_lock,
+            )
             return errors
         try:
             mark_unhealthy(session.client("autoscaling"), identity.instance_id)
@@ -197,6 +247,8 @@ def check_once(args: argparse.Namespace, session: Any = None) -> HealthReport:
             publish=publish,
             set_health=set_health,
             session=session,
+            checkpoint_lock=args.checkpoint_lock,
+            checkpoint_wait_s=args.checkpoint_wait,
         )
     return report
 

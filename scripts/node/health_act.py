@@ -9,7 +9,11 @@ persistence mode is off, the instance identity (flags, else IMDSv2), the CloudWa
 from __future__ import annotations
 
 import argparse
+import fcntl
 import logging
+import os
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +29,12 @@ DEFAULT_NAMESPACE = "GpuPlatform/Node"
 ASG_DIMENSION = "AutoScalingGroupName"
 NODE_RUNNING_METRIC = "NodeRunning"
 MARKET_DIMENSION = "Market"
+REASON_METRIC = "GpuNodeUnhealthy"
+"""1 per failing check and reason class (dimension Reason: xid-<code>, dcgm-<test>, efa, fabric, driver,
+gpu-count, ecc, dcgm-not-run), per group: the dashboard's "nodes replaced this week, by reason"."""
+REASON_DIMENSION = "Reason"
+CHECKPOINT_LOCK = "/run/gpu-platform/checkpoint.lock"
+"""checkpoint-hook.sh holds an exclusive flock on it while a checkpoint request runs."""
 
 
 def fix_persistence(report: HealthReport, timeout_s: float) -> bool:
@@ -70,9 +80,17 @@ def resolve_identity(args: argparse.Namespace) -> NodeIdentity:
     return NodeIdentity(instance_id, region, asg_name, market)
 
 
-def publish_metric(cloudwatch: Any, namespace: str, asg_name: str, failed: bool, market: str | None = None) -> None:
-    """The check's result, and (when the market is known) one ``NodeRunning`` per node and market,
-    which the dashboard sums into Spot and On-Demand node counts per fleet."""
+def publish_metric(
+    cloudwatch: Any,
+    namespace: str,
+    asg_name: str,
+    failed: bool,
+    market: str | None = None,
+    reasons: Iterable[str] = (),
+) -> None:
+    """The check's result, one ``GpuNodeUnhealthy`` per reason class when it failed, and (when the market
+    is known) one ``NodeRunning`` per node and market, which the dashboard sums into Spot and On-Demand
+    node counts per fleet."""
     data = [
         {
             "MetricName": METRIC_NAME,
@@ -80,6 +98,15 @@ def publish_metric(cloudwatch: Any, namespace: str, asg_name: str, failed: bool,
             "Value": 1.0 if failed else 0.0,
             "Unit": "Count",
         }
+    ]
+    data += [
+        {
+            "MetricName": REASON_METRIC,
+            "Dimensions": [{"Name": ASG_DIMENSION, "Value": asg_name}, {"Name": REASON_DIMENSION, "Value": reason}],
+            "Value": 1.0,
+            "Unit": "Count",
+        }
+        for reason in (reasons if failed else ())
     ]
     if market:
         data.append(
@@ -91,6 +118,33 @@ def publish_metric(cloudwatch: Any, namespace: str, asg_name: str, failed: bool,
             }
         )
     cloudwatch.put_metric_data(Namespace=namespace, MetricData=data)
+
+
+def wait_for_checkpoint(lock_path: str, wait_s: float, poll_s: float = 1.0) -> bool:
+    """True once no checkpoint request holds ``lock_path`` (or none ever ran: no lock file); False when
+    one still runs after ``wait_s``. A shared lock on a read-only descriptor: it never blocks the hook
+    for longer than one probe, and the unit's read-only view of /run/gpu-platform suffices."""
+    try:
+        fd = os.open(lock_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    deadline = time.monotonic() + wait_s
+    logged = False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                if not logged:
+                    LOG.info("a checkpoint is in progress (%s held): waiting up to %g s", lock_path, wait_s)
+                    logged = True
+                time.sleep(poll_s)
+    finally:
+        os.close(fd)
 
 
 def mark_unhealthy(autoscaling: Any, instance_id: str) -> None:

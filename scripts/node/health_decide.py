@@ -9,11 +9,13 @@ entry; it runs no tool and calls no AWS API (health_probe reads, health_act acts
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from health_dcgm import DcgmOutcome
+from health_efa import EfaInput, efa_reasons
 from health_parse import (
-    DcgmOutcome,
     GpuRow,
     SmiResult,
     SmiTable,
@@ -24,7 +26,7 @@ from health_parse import (
     parse_xids,
     pci_key,
 )
-from health_xids import FATAL_XIDS, xid_verdict
+from health_xids import warning_note, xid_verdict
 
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"
 PERSISTENCE_FIX_COMMAND = ("nvidia-smi", "-pm", "1")
@@ -54,6 +56,11 @@ class HealthReport:
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     persistence_off: list[int] = field(default_factory=list)  # GPU indices: fixed, not failed
+    reason_classes: list[str] = field(default_factory=list)  # one per kind of reason: the metric's Reason values
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
 
 
 def _driver_reasons(smi: SmiResult, table: SmiTable, smi_timeout_s: float | None) -> list[str]:
@@ -86,6 +93,12 @@ def _table_reasons(table: SmiTable, expected_gpus: int) -> list[str]:
     return reasons
 
 
+def _table_class(reason: str) -> str:
+    if reason.startswith("GPU count"):
+        return "gpu-count"
+    return "ecc" if "ECC" in reason else "driver"
+
+
 def _not_persistent(table: SmiTable) -> list[GpuRow]:
     return [gpu for gpu in table.gpus if gpu.persistence_mode.lower() != "enabled"]
 
@@ -111,6 +124,12 @@ def fabric_reasons(fabric: FabricInput, gpus: list[GpuRow]) -> list[str]:
         ]
     if kind != "gpu-state":
         return []
+    service = (fabric.service_state or "").strip()
+    if fabric.service_state is not None and service != "active":  # Hopper: Fabric Manager must run too
+        return [
+            f"{fabric.instance_type} has NVSwitches but {FABRIC_MANAGER_UNIT} is {service or 'unknown'}: "
+            "the fabric loses its manager"
+        ]
     smi = fabric.smi_query
     if smi is None or smi.timed_out or smi.not_found or smi.returncode != 0:
         return [f"{fabric.instance_type} has NVSwitches but nvidia-smi -q did not report the GPUs' fabric state"]
@@ -129,30 +148,46 @@ def fabric_reasons(fabric: FabricInput, gpus: list[GpuRow]) -> list[str]:
     return [f"NVSwitch fabric not ready on GPU {'; '.join(not_ready)}: is {FABRIC_MANAGER_UNIT} running?"]
 
 
-def _gpu_for_pci(pci: str, gpus: Iterable[GpuRow]) -> str:
+def _where(pci: str, gpu_instance: int | None, gpus: Iterable[GpuRow]) -> str:
+    """ "GPU 6 (PCI 0000:cb:00, MIG GPU-I 5)": the index nvidia-smi gives that address, when it lists it."""
     key = pci_key(pci)
-    for gpu in gpus:
-        if key is not None and pci_key(gpu.bus_id) == key:
-            return f" (GPU {gpu.index})"
-    return ""
+    index = next((gpu.index for gpu in gpus if key is not None and pci_key(gpu.bus_id) == key), None)
+    mig = f", MIG GPU-I {gpu_instance}" if gpu_instance is not None else ""
+    if index is None:
+        return f"PCI {pci}{mig} (no GPU of nvidia-smi at that address)"
+    return f"GPU {index} (PCI {pci}{mig})"
 
 
-def _xid_findings(events: list[XidEvent], gpus: list[GpuRow], fatal: Mapping[int, str]) -> tuple[list[str], list[str]]:
-    """(reasons, warnings): one line per (Xid, GPU), with how many times it was logged."""
-    details: dict[tuple[int, str], list[str]] = {}
+def _xid_findings(
+    events: list[XidEvent], gpus: list[GpuRow], extra: Mapping[int, str] | None
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """((reason class, reason) pairs, warnings): one line per (Xid, GPU, MIG instance), with its count."""
+    details: dict[tuple[int, str, int | None], list[str]] = {}
     for event in events:
-        details.setdefault((event.code, event.pci), []).append(event.detail)
-    reasons: list[str] = []
+        details.setdefault((event.code, event.pci, event.gpu_instance), []).append(event.detail)
+    reasons: list[tuple[str, str]] = []
     warnings: list[str] = []
-    for (code, pci), lines in details.items():
+    for (code, pci, gpu_instance), lines in details.items():
         times = f" [x{len(lines)}]" if len(lines) > 1 else ""
-        where = f"Xid {code} on PCI {pci}{_gpu_for_pci(pci, gpus)}{times}"
-        meaning, quoted = xid_verdict(code, lines, fatal)
+        where = f"Xid {code} on {_where(pci, gpu_instance, gpus)}{times}"
+        meaning, quoted = xid_verdict(code, lines, extra)
         if meaning is not None:
-            reasons.append(f"{where}: {meaning} (kernel: {quoted})")
+            reasons.append((f"xid-{code}", f"{where}: {meaning} (kernel: {quoted})"))
         else:
-            warnings.append(f"{where} (not in the fatal set): {quoted}")
+            warnings.append(f"{where}: {warning_note(code)}; node kept (kernel: {quoted})")
     return reasons, warnings
+
+
+def _dcgm_findings(dcgm: DcgmOutcome, required: bool) -> tuple[list[tuple[str, str]], list[str]]:
+    label = f"DCGM diag level {dcgm.level}"
+    reasons = [(f"dcgm-{_slug(result.test)}", f"{label}: {result.describe()}") for result in dcgm.with_status("fail")]
+    warnings = [f"{label}: {text}" for text in dcgm.warnings]
+    if dcgm.error:
+        if required:
+            reasons.append(("dcgm-not-run", dcgm.error))
+        else:
+            warnings.append(dcgm.error)
+    return list(dict.fromkeys(reasons)), warnings
 
 
 def evaluate(
@@ -161,28 +196,32 @@ def evaluate(
     expected_gpus: int,
     dcgm: DcgmOutcome | None = None,
     *,
-    fatal_xids: Mapping[int, str] = FATAL_XIDS,
+    extra_xids: Mapping[int, str] | None = None,
     dcgm_required: bool = False,
     smi_timeout_s: float | None = None,
     fabric: FabricInput | None = None,
+    efa: EfaInput | None = None,
 ) -> HealthReport:
     """Healthy when the driver answers, every expected GPU is seen with no uncorrectable ECC error,
-    no fatal Xid was logged this boot, the NVSwitch fabric is up (``fabric``: NVSwitch types) and
-    DCGM (where it ran) passed. Persistence mode off is a warning: the caller turns it back on."""
+    no Xid the catalog (or the fleet) makes unhealthy was logged this boot, the NVSwitch fabric is up
+    (``fabric``: NVSwitch types), EFA is complete (``efa``: EFA fleets) and DCGM (where it ran) passed.
+    Persistence mode off is a warning: the caller turns it back on."""
     table = parse_smi_csv(smi.stdout) if not (smi.timed_out or smi.not_found) else SmiTable([], [])
-    reasons = _driver_reasons(smi, table, smi_timeout_s)
+    findings: list[tuple[str, str]] = [("driver", text) for text in _driver_reasons(smi, table, smi_timeout_s)]
     warnings: list[str] = []
     driver_answered = smi.returncode == 0 or bool(table.gpus)
     persistence_off = _not_persistent(table)
     if driver_answered:
-        reasons += _table_reasons(table, expected_gpus)
+        findings += [(_table_class(text), text) for text in _table_reasons(table, expected_gpus)]
     if persistence_off:
         warnings.append(
             f"persistence mode is not Enabled on GPU {_gpu_list(persistence_off)}; is nvidia-persistenced "
             f"running? (not a failure: the node turns it on with {' '.join(PERSISTENCE_FIX_COMMAND)})"
         )
     if fabric is not None:
-        reasons += fabric_reasons(fabric, table.gpus)
+        findings += [("fabric", text) for text in fabric_reasons(fabric, table.gpus)]
+    if efa is not None:
+        findings += [("efa", text) for text in efa_reasons(efa)]
     warnings += [
         f"GPU {gpu.index} ({gpu.bus_id}) is at {gpu.temperature_c} C"
         for gpu in table.gpus
@@ -191,16 +230,17 @@ def evaluate(
     if kernel_log is None:
         warnings.append("kernel log could not be read: Xid check skipped")
     else:
-        xid_reasons, xid_warnings = _xid_findings(parse_xids(kernel_log), table.gpus, fatal_xids)
-        reasons += xid_reasons
+        xid_reasons, xid_warnings = _xid_findings(parse_xids(kernel_log), table.gpus, extra_xids)
+        findings += xid_reasons
         warnings += xid_warnings
     if dcgm is not None:
-        reasons += [f"DCGM diag level 1: {failure}" for failure in dcgm.failures]
-        if dcgm.error:
-            (reasons if dcgm_required else warnings).append(dcgm.error)
+        dcgm_reasons, dcgm_warnings = _dcgm_findings(dcgm, dcgm_required)
+        findings += dcgm_reasons
+        warnings += dcgm_warnings
     return HealthReport(
-        healthy=not reasons,
-        reasons=reasons,
+        healthy=not findings,
+        reasons=[text for _, text in findings],
         warnings=warnings,
         persistence_off=[gpu.index for gpu in persistence_off],
+        reason_classes=list(dict.fromkeys(cls for cls, _ in findings)),
     )

@@ -2,17 +2,14 @@
 
 Owns the shapes of what the check reads on a node and the data they become: ``nvidia-smi
 --query-gpu`` CSV rows (``SmiTable``), ``nvidia-smi -q`` Fabric sections, NVRM Xid lines of the
-kernel log (``XidEvent``) and ``dcgmi diag -j`` JSON (``DcgmOutcome``). Nothing here runs a
-tool, reads a file or judges health: health_decide does that from these facts.
+kernel log (``XidEvent``); ``dcgmi diag -j`` JSON is health_dcgm's. Nothing here runs a tool,
+reads a file or judges health: health_decide does that from these facts.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 #: The ``--query-gpu`` columns, in the order parse_smi_csv reads them (health_probe asks for them).
 NVIDIA_SMI_FIELDS = (
@@ -24,8 +21,13 @@ NVIDIA_SMI_FIELDS = (
     "temperature.gpu",
 )
 
+# One NVRM Xid line, wherever the log tool put its prefix (dmesg -T / --ctime "[Sun Feb 23 ...]", --time-format
+# iso, --decode "kern  :warn  : ", monotonic "[12345.678]", syslog "... kernel: [  219.47] ", journalctl -k -o
+# short-iso): the match starts at "NVRM: Xid". MIG lines name the GPU instance (and compute instance) after the
+# PCI address: "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, ...".
 _XID_RE = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\):"
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
+    r"(?:\s+GPU-I:(?P<gi>\d+))?(?:\s+GPU-CI:(?P<ci>\d+))?\):"
     r"\s*(?P<code>\d+)(?:,\s*(?P<detail>.*))?"
 )
 _NOT_A_NUMBER = {"[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", ""}
@@ -63,18 +65,8 @@ class XidEvent:
     code: int
     pci: str  # as the kernel wrote it, e.g. "0000:10:1c"
     detail: str
-
-
-@dataclass(frozen=True)
-class DcgmOutcome:
-    """A DCGM diagnostic: ``error`` is set when it did not run or its output could not be read."""
-
-    failures: list[str] = field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.error is None and not self.failures
+    gpu_instance: int | None = None  # MIG: the GPU instance the line names (GPU-I:05 -> 5)
+    compute_instance: int | None = None
 
 
 def _int_or_none(value: str) -> int | None:
@@ -117,7 +109,13 @@ def parse_xids(kernel_log: str) -> list[XidEvent]:
     events = []
     for match in _XID_RE.finditer(kernel_log):
         events.append(
-            XidEvent(code=int(match["code"]), pci=match["pci"].lower(), detail=(match["detail"] or "").strip())
+            XidEvent(
+                code=int(match["code"]),
+                pci=match["pci"].lower(),
+                detail=(match["detail"] or "").strip(),
+                gpu_instance=int(match["gi"]) if match["gi"] else None,
+                compute_instance=int(match["ci"]) if match["ci"] else None,
+            )
         )
     return events
 
@@ -153,63 +151,6 @@ def pci_key(bus_id: str) -> tuple[int, int, int] | None:
         return int(parts[0], 16), int(parts[1], 16), int(parts[2].split(".")[0], 16)
     except ValueError:
         return None
-
-
-def _dcgm_message(node: Mapping[str, Any]) -> str:
-    texts: list[str] = []
-    for key in ("warnings", "errors", "info"):
-        items = node.get(key)
-        if isinstance(items, str):
-            items = [items]
-        for item in items or []:
-            if isinstance(item, Mapping):
-                item = item.get("warning") or item.get("message") or item.get("msg") or ""
-            if item:
-                texts.append(str(item))
-    return "; ".join(texts) or "failed"
-
-
-def _dcgm_entity(node: Mapping[str, Any]) -> str:
-    for key in ("gpu_ids", "gpu_id", "entity_id"):
-        if key in node:
-            return f"GPU {node[key]}: "
-    return ""
-
-
-def _walk_dcgm(node: Any, test: str, detailed: list[str], summaries: list[str]) -> None:
-    if isinstance(node, list):
-        for item in node:
-            _walk_dcgm(item, test, detailed, summaries)
-        return
-    if not isinstance(node, Mapping):
-        return
-    test = str(node.get("name") or node.get("test_name") or test)
-    status = node.get("status")
-    if isinstance(status, str) and status.strip().lower() == "fail":
-        detailed.append(f"{test}: {_dcgm_entity(node)}{_dcgm_message(node)}")
-    for key, value in node.items():
-        if key == "test_summary":  # DCGM 4 repeats the per-GPU verdicts in a summary
-            if isinstance(value, Mapping) and str(value.get("status", "")).lower() == "fail":
-                summaries.append(f"{test}: failed")
-            continue
-        _walk_dcgm(value, test, detailed, summaries)
-
-
-def parse_dcgm_json(text: str) -> DcgmOutcome:
-    """``dcgmi diag -r 1 -j`` output. The JSON has no stable schema across DCGM 3 and 4, so this
-    looks for any ``"status": "Fail"`` (naming the enclosing test) rather than fixed paths."""
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as err:
-        first_line = text.strip().splitlines()[0] if text.strip() else "no output"
-        return DcgmOutcome(error=f"dcgmi diag output is not JSON ({err.msg}): {first_line}")
-    runtime_error = document.get("runtime_error") if isinstance(document, Mapping) else None
-    if runtime_error:
-        return DcgmOutcome(error=f"dcgmi diag could not run: {runtime_error}")
-    detailed: list[str] = []
-    summaries: list[str] = []
-    _walk_dcgm(document, "diag", detailed, summaries)
-    return DcgmOutcome(failures=list(dict.fromkeys(detailed or summaries)))
 
 
 def first_line(text: str) -> str:

@@ -16,8 +16,10 @@ import subprocess
 import time
 from collections.abc import Iterable
 
+from health_dcgm import DcgmOutcome, parse_dcgm_json
 from health_decide import FABRIC_MANAGER_UNIT, FabricInput, fabric_check, fabric_reasons
-from health_parse import NVIDIA_SMI_FIELDS, DcgmOutcome, SmiResult, parse_dcgm_json
+from health_efa import EfaInput, find_ofi_nccl, parse_fi_info
+from health_parse import NVIDIA_SMI_FIELDS, SmiResult, first_line
 from imds_client import ImdsClient, ImdsError
 
 LOG = logging.getLogger("gpu-health")
@@ -27,7 +29,6 @@ NVIDIA_SMI_COMMAND = (
     "--query-gpu=" + ",".join(NVIDIA_SMI_FIELDS),
     "--format=csv,noheader,nounits",
 )
-DCGM_COMMAND = ("dcgmi", "diag", "-r", "1", "-j")
 NVIDIA_SMI_QUERY_COMMAND = ("nvidia-smi", "-q")
 FABRIC_POLL_S = 2.0  # at boot Fabric Manager may still be starting: look again this often, up to --fabric-wait
 INSTANCE_TYPE_PATH = "/latest/meta-data/instance-type"
@@ -65,14 +66,36 @@ def read_kernel_log(timeout_s: float = 30) -> str | None:
     return None
 
 
-def run_dcgm_diag(timeout_s: float) -> DcgmOutcome | None:
+def dcgm_command(level: int) -> tuple[str, ...]:
+    return ("dcgmi", "diag", "-r", str(level), "-j")
+
+
+def run_dcgm_diag(level: int, timeout_s: float) -> DcgmOutcome | None:
     """None when dcgmi is not installed. dcgmi exits non-zero when a test fails, so the JSON decides."""
-    if shutil.which(DCGM_COMMAND[0]) is None:
+    if shutil.which("dcgmi") is None:
         return None
-    result = run_command(DCGM_COMMAND, timeout_s)
+    result = run_command(dcgm_command(level), timeout_s)
     if result.timed_out:
-        return DcgmOutcome(error=f"dcgmi diag -r 1 did not finish within {timeout_s:g} s")
-    return parse_dcgm_json(result.stdout)
+        return DcgmOutcome(error=f"dcgmi diag -r {level} did not finish within {timeout_s:g} s", level=level)
+    return parse_dcgm_json(result.stdout, level)
+
+
+def read_efa(args: argparse.Namespace) -> EfaInput | None:
+    """EFA devices, provider and OFI NCCL plugin, for ``--efa-devices N`` > 0 (EFA fleets); None otherwise."""
+    if args.efa_devices <= 0:
+        return None
+    if args.fi_info_output is not None:
+        result = SmiResult(returncode=args.fi_info_rc, stdout=args.fi_info_output.read_text())
+    else:
+        result = run_command((args.fi_info, "-p", "efa"), args.smi_timeout)
+    error = "timed out" if result.timed_out else "not found" if result.not_found else first_line(result.stderr)
+    return EfaInput(
+        expected_devices=args.efa_devices,
+        fi_info_rc=result.returncode,
+        fi_info=parse_fi_info(result.stdout),
+        fi_info_error=error,
+        plugin=find_ofi_nccl(args.ofi_nccl_dir) if args.ofi_nccl_dir else find_ofi_nccl(),
+    )
 
 
 def resolve_instance_type(args: argparse.Namespace) -> str | None:
@@ -117,6 +140,8 @@ def _read_fabric_once(args: argparse.Namespace, instance_type: str) -> FabricInp
         return FabricInput(instance_type, service_state=state)
     if args.nvidia_smi_q_output is not None:
         query = SmiResult(returncode=0, stdout=args.nvidia_smi_q_output.read_text())
+        state = args.fabric_manager_state  # replayed: checked only when recorded too
     else:
         query = run_command(NVIDIA_SMI_QUERY_COMMAND, args.smi_timeout)
-    return FabricInput(instance_type, smi_query=query)
+        state = run_command(("systemctl", "is-active", FABRIC_MANAGER_UNIT), args.smi_timeout).stdout
+    return FabricInput(instance_type, smi_query=query, service_state=state)

@@ -53,11 +53,15 @@ NODE_ENV_OPTIONAL = {
     "FSX_MOUNT_POINT": "/fsx",
     "CHECKPOINT_DIR": "/fsx/checkpoints",
     "TRAINING_PID_DIR": "/run/gpu-platform/jobs",
+    "HEALTH_DCGM_LEVEL": "1",
+    "HEALTH_DCGM": "auto",
+    "HEALTH_EXTRA_FATAL_XIDS": "",
 }
 """Keys the user data may write, with the default that applies when they are absent."""
 
-NODE_ENV_WRITTEN_BY_BOOTSTRAP = ("EXPECTED_GPUS",)
-"""Keys the bootstrap adds to ENV_FILE (from INSTANCE_TYPES_FILE) for gpu-health.service."""
+NODE_ENV_WRITTEN_BY_BOOTSTRAP = ("EXPECTED_GPUS", "EXPECTED_EFA")
+"""Keys the bootstrap adds to ENV_FILE (from INSTANCE_TYPES_FILE) for gpu-health.service (EXPECTED_EFA: 0
+unless EFA_ENABLED)."""
 
 SCRATCH_MOUNT_POINT = "/scratch"
 """Node-local scratch file system (mode 1777) the bootstrap's scratch step mounts: NVMe instance store

@@ -133,8 +133,12 @@ class Node:
         smi_file = smi if isinstance(smi, Path) else self.tmp / "nvidia-smi.out"
         if not isinstance(smi, Path):
             smi_file.write_text(smi)
+        plugin_dir = self.tmp / "opt" / "amazon" / "ofi-nccl" / "lib"  # NCCL's OFI plugin, as the EFA installer puts it
+        plugin_dir.mkdir(parents=True, exist_ok=True)
+        (plugin_dir / "libnccl-net.so").write_text("")
         self.env["GPU_HEALTH_ARGS"] = (
-            f"--nvidia-smi-output {smi_file} --kernel-log-file {FIXTURES / 'p4d_healthy' / 'kernel.log'} --dcgm off"
+            f"--nvidia-smi-output {smi_file} --kernel-log-file {FIXTURES / 'p4d_healthy' / 'kernel.log'} --dcgm off "
+            f"--ofi-nccl-dir {plugin_dir} --checkpoint-lock {self.tmp / 'no-checkpoint.lock'}"
         )
         self.env["FAKE_EFA_DEVICES"] = str(efa_devices)
 
@@ -274,12 +278,13 @@ def test_every_step_runs_in_order_then_the_launch_hook_continues(node: Node) -> 
 def test_expected_gpus_is_added_to_node_env_once(node: Node) -> None:
     assert node.run().returncode == 0
     lines = node.path("NODE_ENV_FILE").read_text().splitlines()
-    assert lines[-1] == "EXPECTED_GPUS=8"
+    assert lines[-2:] == ["EXPECTED_GPUS=8", "EXPECTED_EFA=4"]
     assert lines[0] == "GPU_PLATFORM_ENV=test"
 
     node.fleet.states[node.fleet.instance_id] = "Pending:Wait"  # a second run must not add a second line
     assert node.run().returncode == 0
-    assert node.path("NODE_ENV_FILE").read_text().count("EXPECTED_GPUS=") == 1
+    text = node.path("NODE_ENV_FILE").read_text()
+    assert text.count("EXPECTED_GPUS=") == 1 and text.count("EXPECTED_EFA=") == 1
 
 
 def test_units_are_installed_and_the_log_is_world_readable(node: Node) -> None:
@@ -335,7 +340,7 @@ def test_g4dn_12xlarge_gets_no_device_rdma(node: Node) -> None:
     exports = [line for line in node.path("PROFILE_SCRIPT").read_text().splitlines() if not line.startswith("#")]
     assert exports == ["export FI_PROVIDER=efa", "export NCCL_DEBUG=WARN"]
     assert "FI_EFA_USE_DEVICE_RDMA" not in node.path("EFA_NODE_ENV_FILE").read_text()
-    assert node.path("NODE_ENV_FILE").read_text().splitlines()[-1] == "EXPECTED_GPUS=4"
+    assert node.path("NODE_ENV_FILE").read_text().splitlines()[-2:] == ["EXPECTED_GPUS=4", "EXPECTED_EFA=1"]
 
 
 def test_efa_disabled_writes_no_efa_environment_and_skips_fi_info(node: Node) -> None:
@@ -345,20 +350,22 @@ def test_efa_disabled_writes_no_efa_environment_and_skips_fi_info(node: Node) ->
     assert not node.path("PROFILE_SCRIPT").exists()
     assert not any(call.startswith("fi_info") for call in result.calls)
     assert "EFA_ENABLED=false: nothing to do" in result.log
+    assert "EXPECTED_EFA=0" in node.path("NODE_ENV_FILE").read_text().splitlines()
 
 
 def test_fewer_efa_devices_than_the_type_has_abandons(node: Node) -> None:
     node.env["FAKE_EFA_DEVICES"] = "2"
     result = node.run()
-    assert_abandoned(node, result, "efa")
-    assert "fi_info -p efa lists 2 EFA devices; p4d.24xlarge has 4" in result.log
+    assert_abandoned(node, result, "gpu-health")
+    assert "EFA: fi_info -p efa lists 2 EFA devices (rdmap16s27, rdmap17s27), the instance type has 4" in result.log
+    assert "EXPECTED_EFA=4" in node.path("NODE_ENV_FILE").read_text().splitlines()
 
 
 def test_no_efa_provider_abandons(node: Node) -> None:
     node.env["FAKE_EFA_DEVICES"] = "0"
     result = node.run()
-    assert_abandoned(node, result, "efa")
-    assert "fi_getinfo: -61" in result.log
+    assert_abandoned(node, result, "gpu-health")
+    assert "EFA: fi_info -p efa failed (fi_getinfo: -61 (No data available))" in result.log
 
 
 # ---------------------------------------------------------------------------------------------

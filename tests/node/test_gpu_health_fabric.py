@@ -53,7 +53,8 @@ CATALOG_RESET_OR_WORSE = {46, 48, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 1
 
 def test_fatal_set_covers_the_catalogs_reset_and_reboot_xids() -> None:
     assert set(FATAL_XIDS) >= CATALOG_RESET_OR_WORSE
-    assert not {13, 31, 43, 45} & set(FATAL_XIDS)  # application-caused: RESTART_APP / IGNORE
+    # application-caused (RESTART_APP / IGNORE), and the memory events NVIDIA leaves to the application
+    assert not {13, 31, 43, 45, 63, 92, 94} & set(FATAL_XIDS)
 
 
 def one_gpu_log(*lines: str) -> str:
@@ -84,30 +85,26 @@ def test_recovery_action_and_nvlink5_xids(lines: list[str], healthy: bool) -> No
     report = evaluate(SmiResult(0, P5_ROW), one_gpu_log(*lines), 1)
     assert report.healthy is healthy, report
     findings = report.warnings if healthy else report.reasons
-    assert any("(GPU 0)" in line for line in findings)
+    assert any("GPU 0 (PCI 0000:53:00)" in line for line in findings)
 
 
 # Verdicts of the recorded real-server cases (README of the reference folder). "either": NVIDIA
-# leaves Xid 63 (row remap pending a reset) open; the platform replaces the node (FATAL_XIDS).
-EITHER_VERDICT = {"xid63-row-remap-pending": 1}
+# leaves Xid 63 (row remap pending a reset) open. The table (xid_catalog.csv) follows the catalog,
+# whose immediate and investigatory actions for 63 are both IGNORE: a warning, the node is kept
+# (NVIDIA's memory-error guide: with a remap pending, new work may still start).
+EITHER_VERDICT = {"xid63-row-remap-pending": 0}
+REFERENCE_CASES = sorted(p.name for p in REFERENCE.glob("*") if (p / "case.json").exists())
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        "a10x1-535.129-q-healthy",
-        "h100x8-535.161-q-healthy",
-        "h100x8-535.183-q-healthy",
-        "h100x8-550-boot-healthy",
-        "rtx4090x8-ecc-disabled-healthy",
-        "xid119-gsp-timeout-h100-dmesg-T",
-        "xid13-109-ctxsw-timeout-h100-dmesg-ctime",
-        "xid13-43-app-h100-dmesg-iso",
-        "xid149-154-gb200-reset-required",
-        "xid48-63-94-dbe-h100-dmesg-iso",
-        "xid63-row-remap-pending",
-    ],
-)
+def test_every_reference_case_has_a_verdict_here() -> None:
+    if not REFERENCE_CASES:
+        pytest.skip(f"recorded GPU outputs not found at {REFERENCE} (../shared/reference is not part of the project)")
+    for case in REFERENCE_CASES:
+        meta = json.loads((REFERENCE / case / "case.json").read_text())
+        assert meta["expected"] in ("healthy", "unhealthy") or case in EITHER_VERDICT, case
+
+
+@pytest.mark.parametrize("case", REFERENCE_CASES or ["(reference folder absent)"])
 def test_recorded_real_servers(case: str, tmp_path: Path) -> None:
     folder = reference_case(case)
     meta = json.loads((folder / "case.json").read_text())
@@ -331,8 +328,15 @@ def test_hopper_gpus_not_registered_with_the_fabric_are_replaced(node: Node, cap
 def test_hopper_fabric_registered_is_healthy(node: Node) -> None:
     serve(node, P5 / "nvidia-smi.out", P5 / "nvidia-smi-q.out")
     assert node.check("p5.48xlarge") == 0
-    assert not any(call.startswith("systemctl") for call in node.calls())  # Hopper: the GPUs' own state
+    # Hopper: the GPUs' own fabric state, and Fabric Manager running
+    assert "systemctl is-active nvidia-fabricmanager.service" in node.calls()
     assert node.health() == "HEALTHY" and node.published() == [0.0]
+
+
+def test_hopper_fabric_complete_without_fabric_manager_is_unhealthy(node: Node) -> None:
+    serve(node, P5 / "nvidia-smi.out", P5 / "nvidia-smi-q.out", fabricmanager="failed")
+    assert node.check("p5.48xlarge", fabric_wait=0) == 1
+    assert node.health() == "UNHEALTHY"
 
 
 def test_types_without_nvswitch_skip_the_fabric(node: Node) -> None:

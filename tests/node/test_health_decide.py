@@ -7,9 +7,10 @@ import pytest
 from tests.node.helpers import FIXTURES
 
 # isort: split
+from health_dcgm import DcgmOutcome, DcgmResult
 from health_decide import HOT_GPU_C, FabricInput, HealthReport, evaluate, fabric_reasons
-from health_parse import DcgmOutcome, SmiResult, parse_smi_csv
-from health_xids import FATAL_XIDS, parse_fatal_xids, xid_verdict
+from health_parse import SmiResult, parse_smi_csv
+from health_xids import FATAL_XIDS, parse_extra_xids, xid_verdict
 
 H100 = "0, NVIDIA H100 80GB HBM3, 00000000:53:00.0, Enabled, 0, 30\n"
 P5_ROWS = (FIXTURES / "p5_fabric" / "nvidia-smi.out").read_text()
@@ -30,24 +31,31 @@ def test_an_nvlink5_xid_quotes_the_fatal_line_among_non_fatal_ones() -> None:
         "RLW_REMAP  Non-fatal  XC0 i0 Link 03 (0x00000001 0x00000000)",
         "NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x021425c6 0x00000000)",
     ]
-    assert xid_verdict(149, details, FATAL_XIDS) == (
-        "NVLink5 error the driver reports as Fatal: GPU reset needed",
+    assert xid_verdict(149, details) == (
+        "NVLink5 error the driver reports as Fatal: NVIDIA's resolution is a GPU reset",
         details[1],
     )
-    assert xid_verdict(149, details[:1], FATAL_XIDS) == (None, details[0])
+    assert xid_verdict(149, details[:1]) == (None, details[0])
 
 
 def test_recovery_action_without_a_name_is_named_by_its_code() -> None:
     line = "GPU recovery action changed from 0x0 to 0x2"
-    meaning, quoted = xid_verdict(154, [line], FATAL_XIDS)
+    meaning, quoted = xid_verdict(154, [line])
     assert meaning == "the GPU's recovery action is now 0x2: it needs that before the next job"
     assert quoted == line
 
 
-def test_an_operator_list_replaces_the_table_and_keeps_known_meanings() -> None:
-    table = parse_fatal_xids(" 79, 13 ,,")
-    assert table == {79: FATAL_XIDS[79], 13: "listed as fatal by --fatal-xids"}
-    assert xid_verdict(48, ["DBE"], table) == (None, "DBE")  # no longer in the set
+def test_a_fleet_adds_codes_to_the_table_and_cannot_remove_any() -> None:
+    extra = parse_extra_xids(" 63, 13 ,,")
+    assert extra == {
+        63: "GPU memory remapping event made unhealthy by the fleet's health.extra_fatal_xids",
+        13: "Graphics Engine Exception made unhealthy by the fleet's health.extra_fatal_xids",
+    }
+    assert xid_verdict(63, ["Row Remapper"], extra)[0] == extra[63]
+    assert xid_verdict(63, ["Row Remapper"]) == (None, "Row Remapper")
+    assert xid_verdict(48, ["DBE"], extra) == (FATAL_XIDS[48], "DBE")  # the table's codes stay
+    with pytest.raises(ValueError, match="'x9' is not an Xid code"):
+        parse_extra_xids("63,x9")
 
 
 def test_each_xid_on_each_gpu_is_one_line_and_an_unknown_address_names_no_gpu() -> None:
@@ -58,8 +66,9 @@ def test_each_xid_on_each_gpu_is_one_line_and_an_unknown_address_names_no_gpu() 
     )
     report = evaluate(SmiResult(0, H100), log, 1)
     assert report.reasons == [
-        f"Xid 48 on PCI 0000:53:00 (GPU 0) [x2]: {FATAL_XIDS[48]} (kernel: An uncorrectable double bit error)",
-        f"Xid 48 on PCI 0000:99:00: {FATAL_XIDS[48]} (kernel: An uncorrectable double bit error)",
+        f"Xid 48 on GPU 0 (PCI 0000:53:00) [x2]: {FATAL_XIDS[48]} (kernel: An uncorrectable double bit error)",
+        f"Xid 48 on PCI 0000:99:00 (no GPU of nvidia-smi at that address): {FATAL_XIDS[48]} "
+        "(kernel: An uncorrectable double bit error)",
     ]
 
 
@@ -146,10 +155,14 @@ def test_hot_means_above_the_threshold() -> None:
 
 
 def test_dcgm_failures_fail_and_its_error_follows_required() -> None:
-    outcome = DcgmOutcome(failures=["memory: GPU 0: failed"], error="dcgmi diag -r 1 did not finish within 180 s")
+    outcome = DcgmOutcome(
+        [DcgmResult("memory", "0", "fail")], error="dcgmi diag -r 2 did not finish within 600 s", level=2
+    )
     lenient = evaluate(SmiResult(0, H100), "", 1, outcome)
-    assert lenient.reasons == ["DCGM diag level 1: memory: GPU 0: failed"]
-    assert lenient.warnings == ["dcgmi diag -r 1 did not finish within 180 s"]
+    assert lenient.reasons == ["DCGM diag level 2: memory: GPU 0: fail"]
+    assert lenient.reason_classes == ["dcgm-memory"]
+    assert lenient.warnings == ["dcgmi diag -r 2 did not finish within 600 s"]
     strict = evaluate(SmiResult(0, H100), "", 1, outcome, dcgm_required=True)
     assert strict.reasons == [*lenient.reasons, *lenient.warnings]
-    assert evaluate(SmiResult(0, H100), "", 1, DcgmOutcome()).healthy
+    assert strict.reason_classes == ["dcgm-memory", "dcgm-not-run"]
+    assert evaluate(SmiResult(0, H100), "", 1, DcgmOutcome([DcgmResult("memory", "0", "pass")])).healthy

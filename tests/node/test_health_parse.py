@@ -9,13 +9,12 @@ import pytest
 import tests.node.helpers  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split
+from health_dcgm import parse_dcgm_json
 from health_parse import (
     NVIDIA_SMI_FIELDS,
-    DcgmOutcome,
     GpuRow,
     XidEvent,
     first_line,
-    parse_dcgm_json,
     parse_fabric_states,
     parse_smi_csv,
     parse_xids,
@@ -147,12 +146,14 @@ def test_dcgm_skip_and_warn_are_not_failures() -> None:
             {"name": "pcie", "test_summary": {"status": "Pass"}, "results": [{"entity_id": 0, "status": "Pass"}]},
         ]
     }
-    assert parse_dcgm_json(json.dumps(document)) == DcgmOutcome()
+    outcome = parse_dcgm_json(json.dumps(document))
+    assert outcome.passed and outcome.failures == []
+    assert outcome.warnings == ["memory: GPU 1: warn"]
 
 
 def test_dcgm_summary_decides_when_no_result_names_the_failure() -> None:
     document = {"tests": [{"name": "memory", "test_summary": {"status": "Fail"}, "results": []}]}
-    assert parse_dcgm_json(json.dumps(document)).failures == ["memory: failed"]
+    assert parse_dcgm_json(json.dumps(document)).failures == ["memory: fail"]
 
 
 def test_dcgm_failure_messages_in_each_shape_and_each_failure_once() -> None:
@@ -165,13 +166,13 @@ def test_dcgm_failure_messages_in_each_shape_and_each_failure_once() -> None:
     }
     document = {"tests": [{"name": "Diagnostic", "results": [failing, dict(failing)]}]}
     assert parse_dcgm_json(json.dumps(document)).failures == [
-        "Diagnostic: GPU 0,1: Xid 48 seen; clocks throttled; row remap failed; see dmesg"
+        "Diagnostic: GPU 0,1: row remap failed; Xid 48 seen; clocks throttled"
     ]
 
 
-def test_a_dcgm_failure_without_a_message() -> None:
-    document = [{"name": "pcie", "results": [{"entity_id": 3, "status": "FAIL"}]}]  # not a mapping at the top
-    assert parse_dcgm_json(json.dumps(document)).failures == ["pcie: GPU 3: failed"]
+def test_a_dcgm_document_that_is_not_an_object_did_not_run() -> None:
+    document = [{"name": "pcie", "results": [{"entity_id": 3, "status": "FAIL"}]}]
+    assert parse_dcgm_json(json.dumps(document)).error == "dcgmi diag output is not a JSON object"
 
 
 def test_first_line_skips_blank_lines() -> None:

@@ -270,7 +270,14 @@ def test_bootstrap_keys_and_units_are_the_layout_contract() -> None:
         "FSX_MOUNT_POINT": "/fsx",
         "CHECKPOINT_DIR": "/fsx/checkpoints",
         "TRAINING_PID_DIR": "/run/gpu-platform/jobs",
+        "HEALTH_DCGM_LEVEL": "1",
+        "HEALTH_DCGM": "auto",
+        "HEALTH_EXTRA_FATAL_XIDS": "",
     }
+    text = BOOTSTRAP.read_text()
+    assert '--dcgm-level "${CONF[HEALTH_DCGM_LEVEL]:-1}" --dcgm "${CONF[HEALTH_DCGM]:-auto}"' in text
+    checked = set(re.findall(r"\[(HEALTH_\w+)\]='", text))  # HEALTH_KEYS: the values the config step checks
+    assert checked == {key for key in layout.NODE_ENV_OPTIONAL if key.startswith("HEALTH_")}
     hook = (BOOTSTRAP.parent / "checkpoint-hook.sh").read_text()
     assert f'TRAINING_PID_DIR="${{TRAINING_PID_DIR:-{layout.NODE_ENV_OPTIONAL["TRAINING_PID_DIR"]}}}"' in hook
     assert 'CONF[FSX_MOUNT_POINT]="${CONF[FSX_MOUNT_POINT]:-/fsx}"' in BOOTSTRAP.read_text()
