@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from aws_cdk import App, Environment, RemovalPolicy, Stack, Stage
+from aws_cdk import Environment, RemovalPolicy, Stack, Stage
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -20,7 +20,9 @@ from aws_cdk.assertions import Template
 
 from config.alarms import Alarms
 from config.fleets import Capacity, Fleet
+from stacks.compliance import platform_app
 from tests.iam_documents import Resolver, _strings
+from tests.synth import cdk_json_context
 
 ACCOUNT = "111111111111"
 REGION = "us-east-1"
@@ -33,10 +35,14 @@ ALARMS = Alarms()
 _ids: Iterator[int] = itertools.count()
 
 
+#: cdk.json's feature flags (partition literals among them: acknowledgments name ARNs as literals).
+_CONTEXT = {k: v for k, v in cdk_json_context().items() if k.startswith("@aws-cdk")}
+
+
 def bare_stack(*, stage: str | None = None) -> Stack:
-    """A new stack in a new app (optionally inside a stage named ``stage``, for constructs that take the
-    environment's name from their stage)."""
-    app = App()
+    """A new stack in a new app with the project's feature flags (optionally inside a stage named
+    ``stage``, for constructs that take the environment's name from their stage)."""
+    app = platform_app(context=_CONTEXT)
     scope = Stage(app, stage, env=ENV) if stage else app
     return Stack(scope, f"Test{next(_ids)}", env=ENV)
 
@@ -127,3 +133,17 @@ def group_id(tmpl: Template, prefix: str) -> str:
     """Logical id of the one security group whose id starts with ``prefix``."""
     (found,) = [lid for lid in tmpl.find_resources("AWS::EC2::SecurityGroup") if lid.startswith(prefix)]
     return found
+
+
+def document(tmpl: Template, logical_id: str, field: str = "PolicyDocument") -> dict[str, Any]:
+    """A resource's policy document (``field``: PolicyDocument, KeyPolicy, AssumeRolePolicyDocument), resolved."""
+    return resolved(tmpl, tmpl.to_json()["Resources"][logical_id]["Properties"][field])
+
+
+def managed_policies(tmpl: Template) -> list[dict[str, Any]]:
+    """Every managed and inline policy document of the template, resolved (a role's identity policies)."""
+    return [
+        document(tmpl, lid)
+        for kind in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy")
+        for lid in tmpl.find_resources(kind)
+    ]
