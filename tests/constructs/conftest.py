@@ -36,13 +36,13 @@ _ids: Iterator[int] = itertools.count()
 
 
 #: cdk.json's feature flags (partition literals among them: acknowledgments name ARNs as literals).
-_CONTEXT = {k: v for k, v in cdk_json_context().items() if k.startswith("@aws-cdk")}
+CDK_CONTEXT = {k: v for k, v in cdk_json_context().items() if k.startswith("@aws-cdk")}
 
 
 def bare_stack(*, stage: str | None = None) -> Stack:
     """A new stack in a new app with the project's feature flags (optionally inside a stage named
     ``stage``, for constructs that take the environment's name from their stage)."""
-    app = platform_app(context=_CONTEXT)
+    app = platform_app(context=CDK_CONTEXT)
     scope = Stage(app, stage, env=ENV) if stage else app
     return Stack(scope, f"Test{next(_ids)}", env=ENV)
 
