@@ -1,0 +1,60 @@
+"""FleetAlarms: each alarm reads the metric its writer publishes for this group; a launch is "stalled" only
+after the launch hook could have held it; the composite "unhealthy" fires on health, shortfall, stalls or heat."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import aws_sns as sns
+from aws_cdk.assertions import Template
+
+from gpu_constructs.fleet.gpu_fleet import LAUNCH_HOOK_TIMEOUT
+from gpu_constructs.observability.alarm_factory import AlarmFactory
+from gpu_constructs.observability.fleet_alarms import HEALTH_METRIC, FleetAlarms
+from tests.constructs.conftest import ALARMS, bare_stack, template
+
+GROUP = "gpu-platform-dev-train"
+
+
+@pytest.fixture(scope="module")
+def tmpl() -> Template:
+    stack = bare_stack()
+    factory = AlarmFactory(prefix="gpu-platform-dev", topic=sns.Topic(stack, "Topic"))
+    FleetAlarms(stack, "Train", fleet_name="train", group_name=GROUP, namespace="GpuPlatform/dev",
+                thresholds=ALARMS, factory=factory)  # fmt: skip
+    return template(stack)
+
+
+def _alarms(tmpl: Template) -> dict[str, dict]:
+    return {
+        a["Properties"]["AlarmName"].removeprefix("gpu-platform-dev-train-"): a["Properties"]
+        for a in tmpl.find_resources("AWS::CloudWatch::Alarm").values()
+    }
+
+
+def test_health_alarm_reads_the_health_checks_metric_of_this_group(tmpl: Template) -> None:
+    health = _alarms(tmpl)["health-check-failed"]
+    assert (health["Namespace"], health["MetricName"]) == ("GpuPlatform/dev", HEALTH_METRIC)
+    assert health["Dimensions"] == [{"Name": "AutoScalingGroupName", "Value": GROUP}]
+    assert health["ComparisonOperator"] == "GreaterThanOrEqualToThreshold" and health["Threshold"] == 1
+
+
+def test_launch_stalled_outlasts_the_launch_hook(tmpl: Template) -> None:
+    stalled = _alarms(tmpl)["launch-stalled"]
+    period = ALARMS.capacity_shortfall.period_minutes
+    assert stalled["EvaluationPeriods"] * period > LAUNCH_HOOK_TIMEOUT.to_minutes()
+    expressions = {m["Id"]: m.get("Expression") for m in stalled["Metrics"]}
+    assert "desired - inservice" in expressions.values()
+    shortfall = {m["Id"]: m.get("Expression") for m in _alarms(tmpl)["capacity-shortfall"]["Metrics"]}
+    assert "desired - (inservice + pending)" in shortfall.values()  # launching nodes are not missing
+
+
+def test_unhealthy_composite_fires_on_health_shortfall_stall_or_heat(tmpl: Template) -> None:
+    (composite,) = tmpl.find_resources("AWS::CloudWatch::CompositeAlarm").values()
+    props = composite["Properties"]
+    assert props["AlarmName"] == "gpu-platform-dev-train-unhealthy"
+    names = {lid: a["Properties"]["AlarmName"] for lid, a in tmpl.find_resources("AWS::CloudWatch::Alarm").items()}
+    parts = props["AlarmRule"]["Fn::Join"][1]
+    rule = "".join(p if isinstance(p, str) else names[p["Fn::GetAtt"][0]] for p in parts)
+    children = ("health-check-failed", "capacity-shortfall", "launch-stalled", "gpu-temperature-critical")
+    assert rule == "(" + " OR ".join(f'ALARM("gpu-platform-dev-train-{c}")' for c in children) + ")"
+    assert props["AlarmActions"] and props["OKActions"]

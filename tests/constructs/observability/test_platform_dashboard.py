@@ -1,0 +1,34 @@
+"""PlatformDashboard: every fleet's GPU and node panels read its group's metrics; the alarms and Lustre too."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import aws_cloudwatch as cloudwatch
+
+from gpu_constructs.fleet.render.agent_metrics import gpu_metric_name
+from gpu_constructs.observability.platform_dashboard import NODE_RUNNING_METRIC, FleetPanel, PlatformDashboard
+from tests.constructs.conftest import bare_stack, only, resolved, template
+
+
+def test_each_fleet_has_its_panels_on_its_own_group() -> None:
+    stack = bare_stack()
+    metric = cloudwatch.Metric(namespace="AWS/FSx", metric_name="FreeDataStorageCapacity")
+    alarm = metric.create_alarm(stack, "A", threshold=1, evaluation_periods=1)
+    fleets = [FleetPanel("train", "gpu-platform-dev-train"), FleetPanel("infer", "gpu-platform-dev-infer")]
+    PlatformDashboard(stack, "Dash", dashboard_name="gpu-platform-dev", namespace="GpuPlatform/dev", fleets=fleets,
+                      fsx_throughput=metric, fsx_free_capacity=metric, alarms=[alarm])  # fmt: skip
+    tmpl = template(stack)
+    _, dash = only(tmpl, "AWS::CloudWatch::Dashboard")
+    body = json.loads(resolved(tmpl, dash["Properties"]["DashboardBody"]))
+    titles = [w["properties"].get("title") for w in body["widgets"]]
+    assert titles[0] == "Alarms" and titles[-2:] == ["Lustre: throughput used (%)", "Lustre: free capacity (bytes)"]
+    for panel in fleets:
+        widgets = [
+            w for w in body["widgets"] if str(w["properties"].get("title", "")).startswith(f"{panel.fleet_name}:")
+        ]
+        assert len(widgets) == 4
+        series = [m for w in widgets for m in w["properties"]["metrics"]]
+        assert all(panel.group_name in m for m in series)
+        assert any(gpu_metric_name("utilization_gpu") in m for m in series)
+        assert any(NODE_RUNNING_METRIC in m and "spot" in m for m in series)
