@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from aws_cdk import Duration
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -44,6 +45,7 @@ class MonitoringStack(PlatformStack):
                 namespace=names.metrics_namespace,
                 thresholds=env.alarms,
                 factory=factory,
+                launch_hook_timeout=Duration.seconds(fleet.launch_hook_timeout_seconds),
             )
             for fleet in env.fleets
         }

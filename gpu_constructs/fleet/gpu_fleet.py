@@ -20,9 +20,6 @@ from gpu_constructs.compliance.acknowledge import acknowledge
 from gpu_constructs.fleet.fleet_launch_template import FleetLaunchTemplate, Volumes
 from gpu_constructs.fleet.fleet_metrics import gpu_metric
 
-#: The launch hook waits for the node's GPU check, Lustre mount (up to 20 minutes of
-#: retries, scripts/node/mount-lustre.sh) and agent start.
-LAUNCH_HOOK_TIMEOUT = Duration.minutes(45)
 #: The terminate hook gives a training job this long to flush its checkpoint.
 TERMINATE_HOOK_TIMEOUT = Duration.minutes(10)
 #: Capacity Block windows: start scaling a few minutes after the block opens, and be
@@ -217,7 +214,9 @@ class GpuFleet(Construct):
                 lifecycle_hook_name=self.launch_hook_name,
                 lifecycle_transition="autoscaling:EC2_INSTANCE_LAUNCHING",
                 default_result="ABANDON",
-                heartbeat_timeout=int(LAUNCH_HOOK_TIMEOUT.to_seconds()),
+                # The node's bootstrap (GPU check, Lustre mount with retries, agent) plus the fleet's DCGM
+                # diagnostic level: Fleet.launch_hook_timeout_seconds (config/fleets/health.py).
+                heartbeat_timeout=fleet.launch_hook_timeout_seconds,
             ),
             autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
                 lifecycle_hook_name=self.terminate_hook_name,

@@ -10,7 +10,6 @@ from constructs import Construct
 
 from config.alarms import Alarms, Threshold
 from gpu_constructs.fleet.fleet_metrics import gpu_metric
-from gpu_constructs.fleet.gpu_fleet import LAUNCH_HOOK_TIMEOUT
 from gpu_constructs.observability.alarm_factory import ABOVE, AT_LEAST, BELOW, AlarmFactory, period
 
 #: Published by the node's GPU health check (scripts/node/gpu_health.py).
@@ -66,6 +65,7 @@ class FleetAlarms(Construct):
         namespace: str,
         thresholds: Alarms,
         factory: AlarmFactory,
+        launch_hook_timeout: Duration,
     ) -> None:
         super().__init__(scope, construct_id)
         t = thresholds
@@ -134,13 +134,13 @@ class FleetAlarms(Construct):
         stalled = Threshold(
             threshold=shortfall.threshold,
             period_minutes=shortfall.period_minutes,
-            evaluation_periods=periods_longer_than(LAUNCH_HOOK_TIMEOUT, shortfall.period_minutes),
+            evaluation_periods=periods_longer_than(launch_hook_timeout, shortfall.period_minutes),
         )
         add(
             LAUNCH_STALLED,
             description=(
                 f"WARNING {fleet_name}: fewer instances in service than desired for longer than the launch "
-                f"hook's {LAUNCH_HOOK_TIMEOUT.to_minutes():g} minutes (launches keep failing their bootstrap)"
+                f"hook's {launch_hook_timeout.to_minutes():g} minutes (launches keep failing their bootstrap)"
             ),
             metric=cloudwatch.MathExpression(
                 expression="desired - inservice",

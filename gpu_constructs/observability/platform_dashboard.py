@@ -14,6 +14,20 @@ from gpu_constructs.fleet.fleet_metrics import gpu_metric
 #: Published by the node's GPU health check: one per node and market (spot | on-demand).
 NODE_RUNNING_METRIC = "NodeRunning"
 MARKETS = ("spot", "on-demand")
+#: Published by the node's GPU health check for each reason class it failed on (an Xid code, a DCGM
+#: test, EFA, the fabric), with the group and the class as dimensions (scripts/node/health_act.py).
+NODE_UNHEALTHY_METRIC = "GpuNodeUnhealthy"
+REASON_DIMENSION = "Reason"
+
+
+def replaced_by_reason(namespace: str, group_name: str) -> cloudwatch.MathExpression:
+    """Every reason class one fleet's nodes failed on, summed per day: a SEARCH, since the classes
+    (Xid 79, DCGM memory test, ...) are not known in advance."""
+    search = (
+        f"SEARCH('{{{namespace},AutoScalingGroupName,{REASON_DIMENSION}}} "
+        f'MetricName="{NODE_UNHEALTHY_METRIC}" AutoScalingGroupName="{group_name}"\', \'Sum\', 86400)'
+    )
+    return cloudwatch.MathExpression(expression=search, label="", period=Duration.days(1))
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,14 @@ class PlatformDashboard(Construct):
                     ],
                     stacked=True,
                     width=6,
+                ),
+                cloudwatch.GraphWidget(
+                    title=f"{panel.fleet_name}: nodes found unhealthy this week, by reason",
+                    left=[replaced_by_reason(namespace, g)],
+                    view=cloudwatch.GraphWidgetView.BAR,
+                    period=Duration.days(1),
+                    start="-P7D",
+                    width=24,
                 ),
             )
         self.dashboard.add_widgets(

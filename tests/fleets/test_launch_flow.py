@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from config.fleets.health import dcgm_level
 from config.naming import ResourceNames
 from tests.fleets.conftest import fleets_stack
 from tests.fleets.hooked_group import HookedGroup, hook_specs
@@ -53,7 +54,7 @@ def test_hooks_are_in_the_group_which_waits_for_the_scripts_policy(synth: Synth,
             f"{group_name}-launch": {
                 "LifecycleHookName": f"{group_name}-launch",
                 "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
-                "HeartbeatTimeout": 2700,
+                "HeartbeatTimeout": fleet.launch_hook_timeout_seconds,  # bootstrap + its DCGM level
                 "DefaultResult": "ABANDON",  # no CONTINUE unless the node says it is ready
             },
             f"{group_name}-terminate": {
@@ -69,6 +70,8 @@ def test_hooks_are_in_the_group_which_waits_for_the_scripts_policy(synth: Synth,
             "LAUNCH_HOOK_NAME": f"{group_name}-launch",
             "TERMINATE_HOOK_NAME": f"{group_name}-terminate",
         }
+        # The node runs the DCGM level the hook's timeout was sized for.
+        assert node_env["HEALTH_DCGM_LEVEL"] == str(dcgm_level(fleet.health, fleet.role.value))
 
 
 def _prod_training(synth: Synth) -> tuple[list[dict[str, Any]], dict[str, str]]:

@@ -2,7 +2,7 @@
 own math, periods and evaluation settings, to the composite "fleet unhealthy" that pages.
 
 A scale-out holds each new node in Pending:Wait (the launch hook) for its GPU check and Lustre
-mount, up to LAUNCH_HOOK_TIMEOUT: that is not a shortfall. EC2 having no capacity is (nothing
+mount, up to the launch hook's timeout: that is not a shortfall. EC2 having no capacity is (nothing
 launches: in service + pending stays below desired), and so is a launch that never finishes
 (nodes short for longer than the hook can hold one: each attempt is abandoned and retried).
 """
@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from config.naming import ResourceNames
-from gpu_constructs.fleet.gpu_fleet import LAUNCH_HOOK_TIMEOUT
 from gpu_constructs.observability.fleet_alarms import GROUP_METRICS, LAUNCH_STALLED
 from tests.synth import Synth
 from tests.unit.alarm_evaluator import (
@@ -30,7 +29,6 @@ from tests.unit.alarm_evaluator import (
 )
 
 ENVS = ["dev", "staging", "prod"]
-HOOK_MINUTES = int(LAUNCH_HOOK_TIMEOUT.to_minutes())
 DESIRED, IN_SERVICE, PENDING = (GROUP_METRICS[k] for k in ("desired", "inservice", "pending"))
 
 
@@ -39,6 +37,7 @@ class FleetAlarmSet:
     """One fleet's alarms in one environment's Monitoring stack, by logical id."""
 
     group_name: str
+    hook_minutes: int  # the launch hook's HeartbeatTimeout in the group (Fleets stack)
     shortfall_id: str
     stalled_id: str
     composite: dict[str, Any]
@@ -70,6 +69,12 @@ def fleet_alarm_sets(synth: Synth) -> Iterator[tuple[str, str, FleetAlarmSet]]:
     for env in ENVS:
         names = ResourceNames.of(synth.environments[env])
         stack = synth.stack(env, "Monitoring")
+        hooks = {
+            h["LifecycleHookName"]: h["HeartbeatTimeout"]
+            for r in synth.stack(env, "Fleets").resources("AWS::AutoScaling::AutoScalingGroup").values()
+            for h in r["Properties"]["LifecycleHookSpecificationList"]
+            if h["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
+        }
         alarms = {lid: r["Properties"] for lid, r in stack.resources("AWS::CloudWatch::Alarm").items()}
         by_name = {props["AlarmName"]: lid for lid, props in alarms.items()}
         composites = {
@@ -82,12 +87,26 @@ def fleet_alarm_sets(synth: Synth) -> Iterator[tuple[str, str, FleetAlarmSet]]:
                 fleet.name,
                 FleetAlarmSet(
                     group_name=names.asg_name(fleet.name),
+                    hook_minutes=hooks[launch_hook_of(synth, env, names.asg_name(fleet.name))] // 60,
                     shortfall_id=by_name[names.fleet_alarm(fleet.name, "capacity-shortfall")],
                     stalled_id=by_name[names.fleet_alarm(fleet.name, LAUNCH_STALLED)],
                     composite=composites[f"{names.prefix}-{fleet.name}-unhealthy"],
                     alarms=alarms,
                 ),
             )
+
+
+def launch_hook_of(synth: Synth, env: str, group_name: str) -> str:
+    """The launch hook's name as the group's nodes know it (LAUNCH_HOOK_NAME in their node.env)."""
+    for r in synth.stack(env, "Fleets").resources("AWS::AutoScaling::AutoScalingGroup").values():
+        if r["Properties"]["AutoScalingGroupName"] == group_name:
+            (launch,) = (
+                h["LifecycleHookName"]
+                for h in r["Properties"]["LifecycleHookSpecificationList"]
+                if h["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
+            )
+            return launch
+    raise AssertionError(f"no group {group_name} in {env}-Fleets")
 
 
 def group(minutes: int, *changes: tuple[int, int, int, int]) -> dict[str, Series]:
@@ -108,21 +127,29 @@ def group(minutes: int, *changes: tuple[int, int, int, int]) -> dict[str, Series
 # Scenarios (minutes). A p4d scale-out from 2 to 6 nodes: the 4 new ones are in Pending:Wait from
 # minute 10 while bootstrap runs, and reach InService one by one up to minute 50 (40 minutes).
 NORMAL_SCALE_OUT = group(120, (0, 2, 2, 0), (10, 6, 2, 4), (35, 6, 3, 3), (42, 6, 4, 2), (46, 6, 5, 1), (50, 6, 6, 0))
-# The slowest node the hook still admits: Pending:Wait from minute 3 (not on a period boundary)
-# to just before the hook's timeout.
-SLOWEST_ADMITTED = group(120, (0, 1, 1, 0), (3, 2, 1, 1), (3 + HOOK_MINUTES - 1, 2, 2, 0))
+
+
+def slowest_admitted(hook: int) -> dict[str, Series]:
+    """The slowest node the hook still admits: Pending:Wait from minute 3 (not on a period boundary)
+    to just before the hook's timeout."""
+    return group(hook + 60, (0, 1, 1, 0), (3, 2, 1, 1), (3 + hook - 1, 2, 2, 0))
+
+
 # InsufficientInstanceCapacity: desired 4, 2 in service, nothing launching, for 30 minutes.
 NO_CAPACITY = group(60, (0, 4, 2, 0), (30, 4, 4, 0))
-# Two nodes whose bootstrap never completes the hook: abandoned at the timeout, terminated, and
-# launched again (a minute with nothing pending between attempts).
-STUCK_PENDING = group(
-    150,
-    (0, 4, 2, 2),
-    (HOOK_MINUTES, 4, 2, 0),
-    (HOOK_MINUTES + 1, 4, 2, 2),
-    (2 * HOOK_MINUTES + 1, 4, 2, 0),
-    (2 * HOOK_MINUTES + 2, 4, 2, 2),
-)
+
+
+def stuck_pending(hook: int) -> dict[str, Series]:
+    """Two nodes whose bootstrap never completes the hook: abandoned at the timeout, terminated, and
+    launched again (a minute with nothing pending between attempts)."""
+    return group(
+        3 * hook + 10,
+        (0, 4, 2, 2),
+        (hook, 4, 2, 0),
+        (hook + 1, 4, 2, 2),
+        (2 * hook + 1, 4, 2, 0),
+        (2 * hook + 2, 4, 2, 2),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +179,7 @@ def test_alarms_read_the_groups_metrics_and_page_through_the_composite(fleets: l
 
 def test_a_normal_scale_out_in_pending_wait_pages_nobody(fleets: list) -> None:
     for env, fleet, alarms in fleets:
-        for series in (NORMAL_SCALE_OUT, SLOWEST_ADMITTED):
+        for series in (NORMAL_SCALE_OUT, slowest_admitted(alarms.hook_minutes)):
             assert first_alarm_minute(alarms.shortfall, series) is None, (env, fleet)
             assert first_alarm_minute(alarms.stalled, series) is None, (env, fleet)
             assert set(alarms.page(series)) == {"OK"}, (env, fleet)
@@ -172,11 +199,12 @@ def test_capacity_that_never_arrives_pages(fleets: list) -> None:
 
 def test_nodes_pending_beyond_the_launch_hook_timeout_page(fleets: list) -> None:
     for env, fleet, alarms in fleets:
-        assert first_alarm_minute(alarms.shortfall, STUCK_PENDING) is None  # they are launching...
-        minute = first_alarm_minute(alarms.stalled, STUCK_PENDING)  # ...and never get there
+        hook, stuck = alarms.hook_minutes, stuck_pending(alarms.hook_minutes)
+        assert first_alarm_minute(alarms.shortfall, stuck) is None  # they are launching...
+        minute = first_alarm_minute(alarms.stalled, stuck)  # ...and never get there
         period = period_minutes(alarms.stalled)
-        assert minute is not None and HOOK_MINUTES < minute <= HOOK_MINUTES + period, (env, fleet)
-        page = alarms.page(STUCK_PENDING)
+        assert minute is not None and hook < minute <= hook + period, (env, fleet)
+        page = alarms.page(stuck)
         assert page.index("ALARM") == minute // period - 1
 
 

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from config.naming import ResourceNames
-from gpu_constructs.fleet.gpu_fleet import LAUNCH_HOOK_TIMEOUT
 from gpu_constructs.fleet.render.agent_metrics import published_metrics
 from gpu_constructs.observability.security_alarms import SECURITY_EVENTS
 from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
@@ -90,7 +89,7 @@ def test_fleet_alarms_follow_config(synth: Synth, env: str) -> None:
         }
         stalled = alarms[f"{names.prefix}-{fleet.name}-launch-stalled"]
         assert _period(stalled) == _period(shortfall)
-        assert stalled["EvaluationPeriods"] * _period(stalled) > LAUNCH_HOOK_TIMEOUT.to_seconds()
+        assert stalled["EvaluationPeriods"] * _period(stalled) > fleet.launch_hook_timeout_seconds
         assert {m[1] for m in _metrics_of(stalled)} == {"GroupDesiredCapacity", "GroupInServiceInstances"}
 
 

@@ -53,6 +53,8 @@ def node_env(site: NodeSite, fleet: Fleet) -> dict[str, str]:
         "TRAINING_PID_DIR": TRAINING_PID_DIR,
         "EFA_ENABLED": str(fleet.efa).lower(),
         "CONTAINERS_ENABLED": str(fleet.containers).lower(),
+        # The fleet's health: DCGM level at launch, added fatal Xids (scripts/node/README.md).
+        **fleet.health_node_env,
     }
 
 

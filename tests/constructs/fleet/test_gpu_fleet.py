@@ -13,7 +13,8 @@ from aws_cdk.assertions import Template
 
 from config.catalog import get_instance_type
 from config.fleets import Capacity, CapacityBlock, CapacityReservation, Scaling, TargetTracking
-from gpu_constructs.fleet.gpu_fleet import LAUNCH_HOOK_TIMEOUT, TERMINATE_HOOK_TIMEOUT, GpuFleet
+from config.fleets.health import BOOTSTRAP_SECONDS, DCGM_LEVEL_SECONDS, DEFAULT_DCGM_LEVEL
+from gpu_constructs.fleet.gpu_fleet import TERMINATE_HOOK_TIMEOUT, GpuFleet
 from tests.constructs.conftest import REGION, bare_stack, fleet, key, only, template, vpc
 
 GROUP = "gpu-platform-dev-train"
@@ -104,7 +105,8 @@ def test_launches_wait_for_the_node_and_are_abandoned_on_timeout(efa_mixed: Temp
     hooks = {h["LifecycleTransition"]: h for h in _group(efa_mixed)["LifecycleHookSpecificationList"]}
     launch, terminate = hooks["autoscaling:EC2_INSTANCE_LAUNCHING"], hooks["autoscaling:EC2_INSTANCE_TERMINATING"]
     assert (launch["LifecycleHookName"], launch["DefaultResult"]) == (f"{GROUP}-launch", "ABANDON")
-    assert launch["HeartbeatTimeout"] == LAUNCH_HOOK_TIMEOUT.to_seconds()
+    # A training fleet at its default DCGM level: the bootstrap's worst case plus that level's diagnostic.
+    assert launch["HeartbeatTimeout"] == BOOTSTRAP_SECONDS + DCGM_LEVEL_SECONDS[DEFAULT_DCGM_LEVEL["training"]]
     assert (terminate["LifecycleHookName"], terminate["DefaultResult"]) == (f"{GROUP}-terminate", "CONTINUE")
     assert terminate["HeartbeatTimeout"] == TERMINATE_HOOK_TIMEOUT.to_seconds()
 

@@ -4,15 +4,17 @@ after the launch hook could have held it; the composite "unhealthy" fires on hea
 from __future__ import annotations
 
 import pytest
+from aws_cdk import Duration
 from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
-from gpu_constructs.fleet.gpu_fleet import LAUNCH_HOOK_TIMEOUT
 from gpu_constructs.observability.alarm_factory import AlarmFactory
 from gpu_constructs.observability.fleet_alarms import HEALTH_METRIC, FleetAlarms
 from tests.constructs.conftest import ALARMS, bare_stack, template
 
 GROUP = "gpu-platform-dev-train"
+#: A training fleet's launch hook at DCGM level 2 (config/fleets/health.py): 2400 + 600 s.
+LAUNCH_HOOK_TIMEOUT = Duration.seconds(3000)
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +22,7 @@ def tmpl() -> Template:
     stack = bare_stack()
     factory = AlarmFactory(prefix="gpu-platform-dev", topic=sns.Topic(stack, "Topic"))
     FleetAlarms(stack, "Train", fleet_name="train", group_name=GROUP, namespace="GpuPlatform/dev",
-                thresholds=ALARMS, factory=factory)  # fmt: skip
+                thresholds=ALARMS, factory=factory, launch_hook_timeout=LAUNCH_HOOK_TIMEOUT)  # fmt: skip
     return template(stack)
 
 

@@ -7,8 +7,18 @@ import json
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from gpu_constructs.fleet.render.agent_metrics import gpu_metric_name
-from gpu_constructs.observability.platform_dashboard import NODE_RUNNING_METRIC, FleetPanel, PlatformDashboard
+from gpu_constructs.observability.platform_dashboard import (
+    NODE_RUNNING_METRIC,
+    NODE_UNHEALTHY_METRIC,
+    REASON_DIMENSION,
+    FleetPanel,
+    PlatformDashboard,
+)
 from tests.constructs.conftest import bare_stack, only, resolved, template
+from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
+
+# isort: split
+import health_act
 
 
 def test_each_fleet_has_its_panels_on_its_own_group() -> None:
@@ -27,8 +37,19 @@ def test_each_fleet_has_its_panels_on_its_own_group() -> None:
         widgets = [
             w for w in body["widgets"] if str(w["properties"].get("title", "")).startswith(f"{panel.fleet_name}:")
         ]
-        assert len(widgets) == 4
-        series = [m for w in widgets for m in w["properties"]["metrics"]]
+        assert len(widgets) == 5
+        series = [json.dumps(m) for w in widgets for m in w["properties"]["metrics"]]
         assert all(panel.group_name in m for m in series)
         assert any(gpu_metric_name("utilization_gpu") in m for m in series)
         assert any(NODE_RUNNING_METRIC in m and "spot" in m for m in series)
+        (reasons,) = [w["properties"] for w in widgets if "by reason" in w["properties"]["title"]]
+        (query,) = [m[0]["expression"] for m in reasons["metrics"]]
+        assert query.startswith("SEARCH('{GpuPlatform/dev,AutoScalingGroupName,Reason} ")
+        assert f'AutoScalingGroupName="{panel.group_name}"' in query and "'Sum', 86400)" in query
+        assert reasons["view"] == "bar" and reasons["start"] == "-P7D"
+
+
+def test_the_reason_panel_reads_what_the_health_check_publishes() -> None:
+    """The node publishes one GpuNodeUnhealthy per reason class, by group and class (scripts/node/health_act.py)."""
+    assert (NODE_UNHEALTHY_METRIC, REASON_DIMENSION) == (health_act.REASON_METRIC, health_act.REASON_DIMENSION)
+    assert health_act.ASG_DIMENSION == "AutoScalingGroupName"
