@@ -13,6 +13,22 @@ from dataclasses import dataclass
 from config.schema import Environment
 
 
+def launch_hook_name(group_name: str) -> str:
+    """The launch lifecycle hook of a group, held in its ``LifecycleHookSpecificationList``.
+
+    ``-hold`` because the names ``<group>-launch`` / ``<group>-terminate`` belonged to the separate
+    ``AWS::AutoScaling::LifecycleHook`` resources of earlier releases: CloudFormation deletes a removed
+    resource in the update's cleanup phase, after the group's list has put a hook of the same name, and
+    that delete would remove the hook the group declares. New names are never touched by that cleanup.
+    """
+    return f"{group_name}-launch-hold"
+
+
+def terminate_hook_name(group_name: str) -> str:
+    """The terminate lifecycle hook of a group (see ``launch_hook_name`` for the suffix)."""
+    return f"{group_name}-terminate-hold"
+
+
 @dataclass(frozen=True)
 class ResourceNames:
     env: str
