@@ -114,6 +114,18 @@ class ResourceNames:
         """EventBridge rule that starts the AMI rollout runbook when ``ami_parameter`` changes."""
         return f"{self.prefix}-ami-rollout"
 
+    def stack_name(self, kind: str) -> str:
+        """A stack of the environment, e.g. ``dev-Network``."""
+        return f"{self.env}-{kind}"
+
+    @property
+    def default_sg_provider_role_pattern(self) -> str:
+        """Names CloudFormation can give the role of CDK's default-security-group provider (logical id
+        ``CustomVpcRestrictDefaultSGCustomResourceProviderRole...`` in the network stack, no explicit
+        name): ``<stack>-<logical id, cut to fit 64 characters>-<suffix>``; the 26 characters kept here
+        survive the cut for stack names up to 24 characters."""
+        return f"{self.stack_name('Network')}-CustomVpcRestrictDefaultSG*"
+
     def node_role_name_pattern(self, security_stack_name: str) -> str:
         """Names CloudFormation can give the GPU node role (``GpuNodeRole`` in the security stack, no
         explicit name): ``<stack>-<logical id>-<suffix>``. The boundary names the role this way because it

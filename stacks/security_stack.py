@@ -56,6 +56,7 @@ class SecurityStack(PlatformStack):
             self,
             "Boundary",
             policy_name=names.permissions_boundary,
+            security_group_rule_roles=[role_arn + names.default_sg_provider_role_pattern],
             pass_roles=[
                 # EventBridge starts the AMI rollout runbook as the runbook's role (fleet stack).
                 PassRoleGrant("PassAmiRolloutRoleToSsm", [role_arn + names.ami_rollout_role], "ssm.amazonaws.com"),
