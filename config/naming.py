@@ -133,6 +133,11 @@ class ResourceNames:
         return f"{security_stack_name}-GpuNodeRole*"
 
     @property
+    def alerts_topic(self) -> str:
+        """The SNS topic every alarm, Spot notice and fleet notification goes to."""
+        return f"{self.prefix}-alerts"
+
+    @property
     def session_log_group(self) -> str:
         """Log group of Session Manager shell sessions."""
         return f"/gpu-platform/{self.env}/ssm-sessions"
