@@ -13,6 +13,22 @@ from dataclasses import dataclass
 from config.schema import Environment
 
 
+def launch_hook_name(group_name: str) -> str:
+    """The launch lifecycle hook of a group, held in its ``LifecycleHookSpecificationList``.
+
+    ``-hold`` because the names ``<group>-launch`` / ``<group>-terminate`` belonged to the separate
+    ``AWS::AutoScaling::LifecycleHook`` resources of earlier releases: CloudFormation deletes a removed
+    resource in the update's cleanup phase, after the group's list has put a hook of the same name, and
+    that delete would remove the hook the group declares. New names are never touched by that cleanup.
+    """
+    return f"{group_name}-launch-hold"
+
+
+def terminate_hook_name(group_name: str) -> str:
+    """The terminate lifecycle hook of a group (see ``launch_hook_name`` for the suffix)."""
+    return f"{group_name}-terminate-hold"
+
+
 @dataclass(frozen=True)
 class ResourceNames:
     env: str
@@ -98,11 +114,28 @@ class ResourceNames:
         """EventBridge rule that starts the AMI rollout runbook when ``ami_parameter`` changes."""
         return f"{self.prefix}-ami-rollout"
 
+    def stack_name(self, kind: str) -> str:
+        """A stack of the environment, e.g. ``dev-Network``."""
+        return f"{self.env}-{kind}"
+
+    @property
+    def default_sg_provider_role_pattern(self) -> str:
+        """Names CloudFormation can give the role of CDK's default-security-group provider (logical id
+        ``CustomVpcRestrictDefaultSGCustomResourceProviderRole...`` in the network stack, no explicit
+        name): ``<stack>-<logical id, cut to fit 64 characters>-<suffix>``; the 26 characters kept here
+        survive the cut for stack names up to 24 characters."""
+        return f"{self.stack_name('Network')}-CustomVpcRestrictDefaultSG*"
+
     def node_role_name_pattern(self, security_stack_name: str) -> str:
         """Names CloudFormation can give the GPU node role (``GpuNodeRole`` in the security stack, no
         explicit name): ``<stack>-<logical id>-<suffix>``. The boundary names the role this way because it
         cannot reference the role's ARN: the role itself carries the boundary (a cycle)."""
         return f"{security_stack_name}-GpuNodeRole*"
+
+    @property
+    def alerts_topic(self) -> str:
+        """The SNS topic every alarm, Spot notice and fleet notification goes to."""
+        return f"{self.prefix}-alerts"
 
     @property
     def session_log_group(self) -> str:

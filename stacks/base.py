@@ -8,6 +8,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from config import Environment
+from config.naming import ResourceNames
 from config.schema import LOG_RETENTION_DAYS
 
 # RetentionDays lists its members in the same order as CloudWatch's allowed values.
@@ -30,7 +31,7 @@ class PlatformStack(Stack):
         super().__init__(
             scope,
             construct_id,
-            stack_name=f"{env.name}-{construct_id}",
+            stack_name=ResourceNames.of(env).stack_name(construct_id),
             env=AwsEnvironment(account=env.account, region=env.region),
             termination_protection=protect,
             description=description,

@@ -48,7 +48,12 @@ class SecurityStack(PlatformStack):
         names = ResourceNames.of(env)
         audit = env.audit
         keys = PlatformKeys(
-            self, "Keys", env_name=env.name, alarm_prefix=f"{names.prefix}-", removal_policy=self.removal_policy
+            self,
+            "Keys",
+            env_name=env.name,
+            alarm_prefix=f"{names.prefix}-",
+            alerts_topic_name=names.alerts_topic,
+            removal_policy=self.removal_policy,
         )
         self.logs_key, self.data_key, self.trail_key, self.alerts_key = keys.logs, keys.data, keys.trail, keys.alerts
         role_arn = f"arn:{self.partition}:iam::{env.account}:role/"
@@ -56,6 +61,7 @@ class SecurityStack(PlatformStack):
             self,
             "Boundary",
             policy_name=names.permissions_boundary,
+            security_group_rule_roles=[role_arn + names.default_sg_provider_role_pattern],
             pass_roles=[
                 # EventBridge starts the AMI rollout runbook as the runbook's role (fleet stack).
                 PassRoleGrant("PassAmiRolloutRoleToSsm", [role_arn + names.ami_rollout_role], "ssm.amazonaws.com"),
@@ -126,7 +132,7 @@ class SecurityStack(PlatformStack):
         self.alerts_topic = AlertsTopic(
             self,
             "Alerts",
-            topic_name=f"{names.prefix}-alerts",
+            topic_name=names.alerts_topic,
             name_prefix=f"{names.prefix}-",
             key=self.alerts_key,
             emails=env.notifications.emails,

@@ -37,6 +37,13 @@ class RolePolicies:
     logical_id: str
     identity: list[dict[str, Any]]
     boundary: dict[str, Any]
+    #: the role's ARN as CloudFormation names it (its RoleName, else a generated name)
+    arn: str = ""
+
+    @property
+    def as_caller(self) -> dict[str, str]:
+        """The request context of a call the role makes (what aws:PrincipalArn conditions read)."""
+        return {"aws:PrincipalArn": self.arn}
 
 
 def _sub(value: Any, resolver: Resolver) -> Any:
@@ -85,8 +92,10 @@ def _is_the_boundary(ref: Any, synth: Synth, stack: StackTemplate) -> bool:
 
 
 def _generated_role_name(stack_name: str, logical_id: str) -> str:
-    """The name CloudFormation gives a role without RoleName: ``<stack>-<logical id>-<suffix>``."""
-    return f"{stack_name}-{logical_id}-AbCdEf012345"
+    """The name CloudFormation gives a role without RoleName: ``<stack>-<logical id>-<suffix>``, the
+    logical id cut so that the name keeps to IAM's 64 characters."""
+    suffix = "AbCdEf012345"
+    return f"{stack_name}-{logical_id}"[: 64 - len(suffix) - 1] + f"-{suffix}"
 
 
 def _role_output(synth: Synth, ref: Any) -> tuple[str, str, str] | None:
@@ -157,7 +166,11 @@ def roles(synth: Synth, env: str) -> list[RolePolicies]:
                 name = resolved.split(":iam::aws:policy/", 1)[1]
                 assert name in AWS_MANAGED, f"{stack.name}/{logical_id}: add the document of {name} to AWS_MANAGED"
                 identity.append(AWS_MANAGED[name])
-            found.append(RolePolicies(stack.name, logical_id, identity, boundary))
+            name = props.get("RoleName")
+            name = name if isinstance(name, str) else _generated_role_name(stack.name, logical_id)
+            found.append(
+                RolePolicies(stack.name, logical_id, identity, boundary, f"arn:aws:iam::{account}:role/{name}")
+            )
     return found
 
 

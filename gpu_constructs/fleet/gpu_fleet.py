@@ -16,6 +16,7 @@ from constructs import Construct
 
 from config.catalog import InstanceType
 from config.fleets import Fleet, Placement
+from config.naming import launch_hook_name, terminate_hook_name
 from gpu_constructs.compliance.acknowledge import acknowledge
 from gpu_constructs.fleet.fleet_launch_template import FleetLaunchTemplate, Volumes
 from gpu_constructs.fleet.fleet_metrics import gpu_metric
@@ -76,8 +77,8 @@ class GpuFleet(Construct):
         metrics_namespace: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.launch_hook_name = f"{group_name}-launch"
-        self.terminate_hook_name = f"{group_name}-terminate"
+        self.launch_hook_name = launch_hook_name(group_name)
+        self.terminate_hook_name = terminate_hook_name(group_name)
         block = fleet.capacity_block
         # Capacity Blocks and warm pools need a plain launch template: no mixed-instances policy.
         single_template = block is not None or fleet.warm_pool is not None

@@ -5,11 +5,21 @@ Image Builder's distribution writes the parameter after every build; a CloudForm
 and the AMI rollout (started by the parameter's change) would then roll the fleets back. So the
 parameter is put by a custom resource, once, with ``Overwrite: false``: on create only, and an
 existing parameter (a value Image Builder already wrote) is left as it is.
+
+Environments deployed before the seed hold the parameter as the ``AWS::SSM::Parameter``
+``AmiParameter3D3A0D31`` (no deletion policy: Delete). Removing that resource would make
+CloudFormation delete the parameter in the update's cleanup phase, after the seed had found it
+present, and the fleet stack could then not resolve its AMI. So the resource stays in this
+release, its properties exactly as deployed (CloudFormation updates a resource only when its
+template changes, and it re-reads the dynamic reference only when the reference itself changes:
+no call writes the value), with ``DeletionPolicy`` and ``UpdateReplacePolicy`` ``Retain``; a later
+release may then drop it and CloudFormation leaves the parameter in place (``README.md``,
+Upgrading an environment deployed before the AMI parameter seed).
 """
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import CfnDeletionPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -36,7 +46,8 @@ class AmiParameterSeed(Construct):
     Store requires of whoever creates an ``aws:ec2:image`` parameter).
 
     Attributes:
-        resource: the AwsCustomResource; parameter_arn.
+        resource: the AwsCustomResource; legacy: the retained ``AWS::SSM::Parameter`` of earlier
+        releases (see the module docstring); parameter_arn.
     """
 
     def __init__(
@@ -52,6 +63,18 @@ class AmiParameterSeed(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
+        # Id "Resource" under this construct: the logical id AmiParameter3D3A0D31 of earlier releases.
+        self.legacy = ssm.CfnParameter(
+            self,
+            "Resource",
+            name=parameter_name,
+            type="String",
+            value=f"{{{{resolve:ssm:{bootstrap_parameter}}}}}",
+            data_type="aws:ec2:image",
+            description=description,
+        )
+        self.legacy.cfn_options.deletion_policy = CfnDeletionPolicy.RETAIN
+        self.legacy.cfn_options.update_replace_policy = CfnDeletionPolicy.RETAIN
         self.parameter_arn = stack.format_arn(service="ssm", resource="parameter", resource_name=parameter_name[1:])
         # A CloudFormation parameter of the public AMI parameter's value, resolved at every deploy.
         bootstrap_ami = ssm.StringParameter.value_for_typed_string_parameter_v2(
@@ -91,3 +114,5 @@ class AmiParameterSeed(Construct):
             wildcard_reason="ec2:DescribeImages has no resource types; Parameter Store requires it of whoever "
             "creates an aws:ec2:image parameter, and it only reads.",
         )
+        # On a first deploy the legacy resource creates the parameter; the seed then finds it present.
+        self.resource.node.add_dependency(self.legacy)

@@ -24,8 +24,11 @@ AGENT_CALLS: dict[str, tuple[str, ...]] = {
     "SSM agent: KMS-encrypted Session Manager sessions": ("kms",),
     # ec2:DescribeTags resolves the AutoScalingGroupName dimension every fleet alarm needs.
     "CloudWatch agent: logs, metrics, the AutoScalingGroupName dimension": ("logs", "monitoring", "ec2"),
+    # The node role may pull from this account's repositories (gpu_constructs/security/node_role.py).
     "containers (CONTAINERS_ENABLED): image pulls from ECR, layers from S3": ("ecr.api", "ecr.dkr", "s3"),
-    "training jobs' AWS SDKs assuming roles of their own": ("sts",),
+    # GetCallerIdentity needs no IAM permission; the boundary allows no sts:AssumeRole, so a job
+    # that needs other roles gets them another way (e.g. its own credentials), not through the node.
+    "training jobs' AWS SDKs: sts:GetCallerIdentity (the account id), on the regional endpoint": ("sts",),
 }
 
 #: Boto3 client and AWS CLI service names -> the service name of their endpoint.

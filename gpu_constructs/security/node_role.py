@@ -37,7 +37,8 @@ class GpuNodeRole(Construct):
     - data: read ``datasets/``, read and write ``checkpoints/`` of the data bucket;
     - fleet: complete lifecycle hooks and report health on the platform's own
       Auto Scaling groups only (by name prefix);
-    - read-only describes and the environment's SSM parameters.
+    - read-only describes and the environment's SSM parameters;
+    - containers: an ECR registry token and image pulls from this account's repositories in this region.
 
     Attributes:
         role, instance_profile.
@@ -206,6 +207,29 @@ class GpuNodeRole(Construct):
             fleet,
             f"AwsSolutions-IAM5[Resource::{arn}:ssm:{region_account}:parameter{access.ssm_parameter_prefix}*]",
             "The environment's parameters (AMI id, file system) share this path.",
+        )
+
+        images = f"{arn}:ecr:{region_account}:repository/*"
+        containers = self._policy(
+            "ContainerImages",
+            iam.PolicyStatement(sid="RegistryLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+            iam.PolicyStatement(
+                sid="PullFromThisAccount",
+                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                resources=[images],
+            ),
+        )
+        acknowledge(
+            containers,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ecr:GetAuthorizationToken has no resource type (Service Authorization Reference); it returns a "
+            "registry token, and the pulls it enables are scoped to this account's repositories.",
+        )
+        acknowledge(
+            containers,
+            f"AwsSolutions-IAM5[Resource::{images}]",
+            "Container fleets pull the images of this account's repositories in this region (read only); the "
+            "repositories are the workloads', named by their owners.",
         )
 
     def _policy(self, construct_id: str, *statements: iam.PolicyStatement) -> iam.ManagedPolicy:

@@ -50,6 +50,8 @@ UNSCOPED_ACTIONS = [
     "fsx:DescribeFileSystems",
     # the golden AMI's build instance fetches its components
     "imagebuilder:GetComponent",
+    # container fleets log in to ECR (a registry token: no resource type; pulls are scoped below)
+    "ecr:GetAuthorizationToken",
     # AMI rollout: EventBridge starts the runbook; the runbook versions the fleets' launch templates
     # and starts their instance refreshes (launching and passing roles: the statements below)
     "ssm:StartAutomationExecution",
@@ -91,8 +93,11 @@ SCOPED_ACTIONS = {
     # ... tags the copy and writes its id into this environment's AMI parameter
     "AmiCopiesInThisRegion": ["ec2:CopyImage", "ec2:CreateTags", "ec2:ModifyImageAttribute"],
     "TheAmiParameterOnly": ["ssm:PutParameter"],
+    # container fleets pull images from this account's repositories in this region
+    "ImagePullsFromThisAccount": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
     # CDK's custom resource that strips the VPC's default security group, and restores its
-    # default rules when the stack is deleted (the handler authorizes them back on Delete)
+    # default rules when the stack is deleted (the handler authorizes them back on Delete):
+    # that provider's role only (aws:PrincipalArn), no other role may open a group
     "SecurityGroupRulesOfThisAccount": [
         "ec2:AuthorizeSecurityGroupIngress",
         "ec2:AuthorizeSecurityGroupEgress",
@@ -126,14 +131,20 @@ class PlatformPermissionsBoundary(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, policy_name: str, pass_roles: Sequence[PassRoleGrant] = ()
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        policy_name: str,
+        security_group_rule_roles: Sequence[str],
+        pass_roles: Sequence[PassRoleGrant] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         templates = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:launch-template/*"
         names = ResourceNames(env=Stage.of(self).stage_name, account=stack.account, region=stack.region)
         launched = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:*/*"
-        scoped = _scoped_statements(stack, names)
+        scoped = _scoped_statements(stack, names, security_group_rule_roles)
         self.policy = iam.ManagedPolicy(
             self,
             "Policy",
@@ -194,11 +205,15 @@ _SCOPE_REASONS = {
     "SnapshotKeysThroughEc2Only": "another account's snapshot key, only as EC2 uses it to copy an AMI.",
     "AmiCopiesInThisRegion": "AMIs and snapshots have no account in their ARN; this region's only.",
     "TheAmiParameterOnly": "the one AMI parameter of this environment.",
-    "SecurityGroupRulesOfThisAccount": "security groups of this account and region; the role names its group.",
+    "ImagePullsFromThisAccount": "container images of this account's repositories in this region, read only.",
+    "SecurityGroupRulesOfThisAccount": "security groups of this account and region, for the default-security-group "
+    "provider's role only (aws:PrincipalArn); the role names its group.",
 }
 
 
-def _scoped_statements(stack: Stack, names: ResourceNames) -> list[iam.PolicyStatement]:
+def _scoped_statements(
+    stack: Stack, names: ResourceNames, security_group_rule_roles: Sequence[str]
+) -> list[iam.PolicyStatement]:
     """SCOPED_ACTIONS, each on the environment's resources (and with the conditions that hold it there)."""
     arn, region, account = f"arn:{stack.partition}", stack.region, stack.account
     resources: dict[str, list[str]] = {
@@ -209,10 +224,17 @@ def _scoped_statements(stack: Stack, names: ResourceNames) -> list[iam.PolicySta
         "SnapshotKeysThroughEc2Only": [f"{arn}:kms:{region}:*:key/*"],
         "AmiCopiesInThisRegion": [f"{arn}:ec2:{region}::image/*", f"{arn}:ec2:{region}::snapshot/*"],
         "TheAmiParameterOnly": [f"{arn}:ssm:{region}:{account}:parameter{names.ami_parameter}"],
+        "ImagePullsFromThisAccount": [f"{arn}:ecr:{region}:{account}:repository/*"],
         "SecurityGroupRulesOfThisAccount": [f"{arn}:ec2:{region}:{account}:security-group/*"],
     }
+    # S3 ARNs carry no account and bucket names are global: the environment's buckets are also
+    # required to be this account's (a same-named bucket elsewhere is refused).
+    own_account = {"StringEquals": {"aws:ResourceAccount": account}}
     conditions: dict[str, dict] = {
+        "ObjectsOfThisEnvironment": own_account,
+        "BucketsOfThisEnvironment": own_account,
         "SnapshotKeysThroughEc2Only": {"StringEquals": {"kms:ViaService": f"ec2.{region}.amazonaws.com"}},
+        "SecurityGroupRulesOfThisAccount": {"ArnLike": {"aws:PrincipalArn": list(security_group_rule_roles)}},
     }
     return [
         iam.PolicyStatement(sid=sid, actions=sorted(actions), resources=resources[sid], conditions=conditions.get(sid))

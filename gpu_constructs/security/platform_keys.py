@@ -80,6 +80,7 @@ class PlatformKeys(Construct):
         *,
         env_name: str,
         alarm_prefix: str,
+        alerts_topic_name: str,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -186,12 +187,15 @@ class PlatformKeys(Construct):
         )
         # No source condition here: SNS documents aws:SourceAccount/SourceArn as unsupported in a key
         # policy for EventBridge-to-encrypted-topic delivery (the topic policy holds the rule to this account).
+        # SNS encrypts with the topic's ARN as encryption context: the key serves EventBridge for that topic only.
+        topic_arn = f"arn:{stack.partition}:sns:{stack.region}:{stack.account}:{alerts_topic_name}"
         self.alerts.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="EventBridgePublishesToAlerts",
                 principals=[iam.ServicePrincipal("events.amazonaws.com")],
                 actions=publish,
                 resources=["*"],
+                conditions={"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": topic_arn}},
             )
         )
         # Auto Scaling notifications publish as the service-linked role (its managed policy allows

@@ -126,7 +126,10 @@ def check_ami_parameter(session: boto3.Session, expected: Expectations) -> tuple
     """The parameter the fleets launch from exists and holds an AMI id (data type aws:ec2:image, where reported)."""
     parameter = aws.get_parameter(session, expected.ami_parameter)
     if parameter is None:
-        return False, f"{expected.ami_parameter} missing"
+        return False, (
+            f"{expected.ami_parameter} missing: the fleet stack cannot resolve its AMI; fix: put the last AMI id "
+            "back (README.md, Upgrading an environment deployed before the AMI parameter seed)"
+        )
     data_type = parameter.get("DataType")
     if data_type and data_type != AMI_DATA_TYPE:
         return False, f"{expected.ami_parameter} has data type {data_type}, expected {AMI_DATA_TYPE}"

@@ -3,9 +3,10 @@
 moto 5.2.5 accepts ``LifecycleHookSpecificationList`` in CreateAutoScalingGroup but drops it, and
 does not model wait states (see tests/node/fake_aws.py). ``HookedGroup`` sends the specifications
 as the template does, then does what Auto Scaling does with them: the hooks exist before the
-first instance launches, so that instance starts in Pending:Wait. Hooks put on the group after it
-was created (``hooks_after_creation``, the separate AWS::AutoScaling::LifecycleHook resources)
-find its first instance already InService: a CompleteLifecycleAction for it is refused.
+first instance launches, so that instance starts in Pending:Wait. That is the fake's premise, not
+something a test here proves: the evidence that the hooks hold the first nodes is the template (the
+hooks are in the group's own specification list, tests/fleets/test_launch_flow.py) and Auto Scaling's
+documented behaviour of that property.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def hook_specs(group_properties: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class HookedGroup(LifecycleFleet):
-    """One group of one instance, its hooks from ``specs`` (at creation, or after with ``hooks_after_creation``)."""
+    """One group of one instance, its hooks from ``specs`` (given at creation)."""
 
     def __init__(
         self,
@@ -41,7 +42,6 @@ class HookedGroup(LifecycleFleet):
         specs: list[dict[str, Any]],
         region: str = "us-east-1",
         instance_type: str = "p4d.24xlarge",
-        hooks_after_creation: bool = False,
     ) -> None:
         self.region = region
         self.asg_name = asg_name
@@ -61,16 +61,15 @@ class HookedGroup(LifecycleFleet):
             "MaxSize": 1,
             "DesiredCapacity": 1,
             "AvailabilityZones": [f"{region}a"],
+            "LifecycleHookSpecificationList": specs,
         }
-        if not hooks_after_creation:
-            group["LifecycleHookSpecificationList"] = specs
         self.autoscaling.create_auto_scaling_group(**group)
         (instance,) = self.autoscaling.describe_auto_scaling_instances()["AutoScalingInstances"]
         self.instance_id: str = instance["InstanceId"]
         # What Auto Scaling does and moto does not: the specified hooks are the group's from the start.
         for spec in specs:
             self.autoscaling.put_lifecycle_hook(AutoScalingGroupName=asg_name, **spec)
-        held = not hooks_after_creation and bool(self.launch_hook)
+        held = bool(self.launch_hook)
         self._first_state = WAIT_STATE[LAUNCHING] if held else "InService"
         self._lock = threading.Lock()
         self.states: dict[str, str] = {self.instance_id: self._first_state}

@@ -246,7 +246,7 @@ def test_user_data_fetches_scripts_and_runs_bootstrap_under_16kb(synth: Synth, f
         # the abandon trap is set before anything can fail, the download retried inside it
         assert script.index("trap abandon EXIT") < script.index("\nfetch\n")
         assert "--lifecycle-action-result ABANDON" in script
-        assert script.rstrip().endswith('exec "$node/bootstrap.sh"')
+        assert script.rstrip().endswith('exec "$node/bootstrap.sh" 2>&3 3>&-')
         assert 'node="${GPU_PLATFORM_NODE_DIR:-/opt/gpu-platform/node}"' in script
         assert "LAUNCH_HOOK_NAME=gpu-platform-" in script and "FSX_DNS_NAME=<token>" in script
 

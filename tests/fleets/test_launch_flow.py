@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from config.fleets.health import dcgm_level
-from config.naming import ResourceNames
+from config.naming import ResourceNames, launch_hook_name, terminate_hook_name
 from tests.fleets.conftest import fleets_stack
 from tests.fleets.hooked_group import HookedGroup, hook_specs
 from tests.fleets.test_fleet_templates import _user_data
@@ -50,15 +50,18 @@ def test_hooks_are_in_the_group_which_waits_for_the_scripts_policy(synth: Synth,
         assert policy_id in group["DependsOn"]  # launches only once the node role may fetch the scripts
         specs = {s["LifecycleHookName"]: s for s in hook_specs(group["Properties"])}
         group_name = names.asg_name(fleet.name)
+        launch, terminate = launch_hook_name(group_name), terminate_hook_name(group_name)
+        # Not the names of the removed AWS::AutoScaling::LifecycleHook resources (their cleanup would delete these).
+        assert launch.endswith("-launch-hold") and terminate.endswith("-terminate-hold")
         assert specs == {
-            f"{group_name}-launch": {
-                "LifecycleHookName": f"{group_name}-launch",
+            launch: {
+                "LifecycleHookName": launch,
                 "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
                 "HeartbeatTimeout": fleet.launch_hook_timeout_seconds,  # bootstrap + its DCGM level
                 "DefaultResult": "ABANDON",  # no CONTINUE unless the node says it is ready
             },
-            f"{group_name}-terminate": {
-                "LifecycleHookName": f"{group_name}-terminate",
+            terminate: {
+                "LifecycleHookName": terminate,
                 "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
                 "HeartbeatTimeout": 600,
                 "DefaultResult": "CONTINUE",
@@ -67,8 +70,8 @@ def test_hooks_are_in_the_group_which_waits_for_the_scripts_policy(synth: Synth,
         node_env = _node_env_of(stack, group)
         assert {k: node_env[k] for k in HOOK_KEYS} == {
             "ASG_NAME": group_name,
-            "LAUNCH_HOOK_NAME": f"{group_name}-launch",
-            "TERMINATE_HOOK_NAME": f"{group_name}-terminate",
+            "LAUNCH_HOOK_NAME": launch,
+            "TERMINATE_HOOK_NAME": terminate,
         }
         # The node runs the DCGM level the hook's timeout was sized for.
         assert node_env["HEALTH_DCGM_LEVEL"] == str(dcgm_level(fleet.health, fleet.role.value))
@@ -103,18 +106,3 @@ def test_first_node_of_the_group_waits_until_the_real_bootstrap_completes_its_la
         assert call["InstanceId"] == aws.fleet.instance_id
         assert call["LifecycleActionResult"] == result
         assert aws.fleet.state == state
-
-
-def test_hooks_created_after_the_group_miss_its_first_node(synth: Synth, tmp_path: Path) -> None:
-    """Why the hooks are in the group: added afterwards, the first node is already InService, its
-    bootstrap cannot hold it (nor abandon it if it were broken)."""
-    specs, node_env = _prod_training(synth)
-    with mock_aws():
-        group = HookedGroup(asg_name=node_env["ASG_NAME"], specs=specs, hooks_after_creation=True)
-        with FakeAws(group) as aws, FakeImds() as imds:
-            assert aws.fleet.state == "InService"
-            node = new_node(tmp_path, aws, imds)
-            node.write_node_env(**{k: node_env[k] for k in HOOK_KEYS})
-            run = node.run()
-            assert run.returncode == 3, run.stderr  # every step passed, CONTINUE refused: nothing was held
-            assert "No active Lifecycle Action" in run.log

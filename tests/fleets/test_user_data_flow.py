@@ -19,7 +19,8 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from moto import mock_aws
 
-from gpu_constructs.fleet.render.user_data import FETCH_ATTEMPTS, NodeScripts, render_user_data
+from gpu_constructs.fleet.render.node_logs import NODE_LOGS
+from gpu_constructs.fleet.render.user_data import FETCH_ATTEMPTS, LOG_DIR, NodeScripts, render_user_data
 from tests.fleets.user_data_env import S3AndLifecycle, install_aws_cli
 from tests.node.fake_aws import LifecycleFleet
 from tests.node.helpers import NODE_DIR, FakeImds
@@ -93,6 +94,16 @@ def boot(tmp_path: Path, aws_cli: Path) -> Iterator[Boot]:
             yield Boot(node=node, aws=aws, script=script)
 
 
+def _settled(path: Path, needle: str) -> str:
+    """The file once ``needle`` is in it (tee writes it asynchronously, moments after the script ends)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if path.exists() and needle in (text := path.read_text()):
+            return text
+        time.sleep(0.05)
+    return path.read_text() if path.exists() else ""
+
+
 def test_a_download_that_keeps_failing_abandons_the_launch_at_once(boot: Boot) -> None:
     boot.aws.deny_reads = 100
     done, seconds = boot.run()
@@ -102,7 +113,12 @@ def test_a_download_that_keeps_failing_abandons_the_launch_at_once(boot: Boot) -
     assert boot.aws.calls == [lifecycle_call(boot.node, "ABANDON")]  # instance id from IMDSv2
     assert boot.aws.fleet.state == "Terminating"
     assert seconds < 60  # not the hook's 45-minute heartbeat timeout
-    assert not boot.node.path("BOOTSTRAP_LOG").exists()  # the bootstrap never started
+    # The failure is in the file the agent ships as the bootstrap log (and still on the console).
+    shipped = Path(NODE_LOGS["bootstrap"])
+    assert shipped.parent == Path(LOG_DIR)
+    log = _settled(boot.node.path("GPU_PLATFORM_LOG_DIR") / shipped.name, "completing the launch hook with ABANDON")
+    assert f"attempt {FETCH_ATTEMPTS - 1} of {FETCH_ATTEMPTS}" in log
+    assert "bootstrap complete" not in log  # the bootstrap never started
 
 
 def test_a_download_that_fails_once_then_succeeds_goes_on_to_the_bootstrap(boot: Boot) -> None:
@@ -123,5 +139,6 @@ def test_any_other_failure_of_the_user_data_abandons_too(boot: Boot) -> None:
     done, _ = boot.run()
     assert done.returncode != 0
     assert "completing the launch hook with ABANDON" in done.stderr
+    assert "ABANDON" in _settled(boot.node.path("BOOTSTRAP_LOG"), "completing the launch hook with ABANDON")
     assert boot.aws.calls == [lifecycle_call(boot.node, "ABANDON")]
     assert boot.aws.fleet.state == "Terminating"

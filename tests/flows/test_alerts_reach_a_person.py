@@ -52,8 +52,10 @@ def _reaches_a_person(
     key = env.target(topic.stack, env.resource(topic)["Properties"]["KmsMasterKeyId"])
     assert key is not None, f"{topic} is not encrypted with a key of this environment"
     key_policy = env.key_policy(key)
+    # SNS calls KMS for the publisher with the topic's ARN as encryption context (SNS developer guide, SSE).
+    context = {"kms:EncryptionContext:aws:sns:topicArn": topic_arn, **kms_context}
     for action in KMS_CALLS:
-        call = Request(action, "*", publish.principal, kms_context)
+        call = Request(action, "*", publish.principal, context)
         assert key_policy_may(key_policy, call), explain([key_policy], call, resource_policy=True)
     emails = [
         res["Properties"]["Endpoint"]
@@ -61,6 +63,10 @@ def _reaches_a_person(
         if env.target(ref.stack, res["Properties"]["TopicArn"]) == topic and res["Properties"]["Protocol"] == "email"
     ]
     assert emails and sorted(emails) == sorted(env.config.notifications.emails), (topic, emails)
+
+
+def _key_of(environment: Environment, topic: Ref) -> Any:
+    return environment.resource(topic)["Properties"]["KmsMasterKeyId"]
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -124,6 +130,13 @@ def test_every_rule_targeting_a_topic_reaches_a_person(synth: Synth, env: str) -
             }
             publish = Request("sns:Publish", "", {"Service": "events.amazonaws.com"}, source)
             _reaches_a_person(environment, topic, publish, kms_context={})  # no source keys reach KMS
+            # The key serves EventBridge for this topic only: another topic's context is refused.
+            key_policy = environment.key_policy(environment.target(topic.stack, _key_of(environment, topic)))
+            other = {
+                "kms:EncryptionContext:aws:sns:topicArn": f"arn:aws:sns:{environment.region}:{environment.account}:x"
+            }
+            call = Request("kms:GenerateDataKey", "*", {"Service": "events.amazonaws.com"}, other)
+            assert not key_policy_may(key_policy, call)
             followed += 1
     assert followed >= 1, "the Spot notices rule targets the alerts topic"
 

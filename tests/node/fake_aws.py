@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl
 
 import boto3
 
+from config.naming import launch_hook_name, terminate_hook_name
 from tests.node.helpers import LoopbackServer
 
 AUTOSCALING_XMLNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
@@ -60,8 +61,8 @@ class LifecycleFleet:
         *,
         region: str = "us-east-1",
         asg_name: str = "gpu-platform-test-p4d",
-        launch_hook: str = "gpu-platform-test-p4d-launch",
-        terminate_hook: str = "gpu-platform-test-p4d-terminate",
+        launch_hook: str = launch_hook_name("gpu-platform-test-p4d"),
+        terminate_hook: str = terminate_hook_name("gpu-platform-test-p4d"),
         instance_type: str = "p4d.24xlarge",
     ) -> None:
         self.region = region

@@ -20,6 +20,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from config.naming import terminate_hook_name
 from tests.node.fake_aws import FakeAws, LifecycleFleet
 from tests.node.helpers import NODE_DIR, FakeImds
 from tests.node.training_job import TrainingJob
@@ -32,7 +33,7 @@ from lifecycle_watcher import TARGET_STATE_PATH, LifecycleWatcher, run_with_hear
 
 INSTANCE_ID = "i-0123456789abcdef0"
 ASG = "gpu-platform-dev-p4d"
-HOOK = "gpu-platform-dev-p4d-terminate"
+HOOK = terminate_hook_name(ASG)
 HOOK_PARAMS = {"LifecycleHookName": HOOK, "AutoScalingGroupName": ASG, "InstanceId": INSTANCE_ID}
 
 # Waits for a file to appear, then exits with the code given: a hook that runs exactly as long as

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from config.naming import terminate_hook_name
 from tests.node.helpers import NODE_DIR, ROOT, UNIT_DIR, read_unit
 
 # isort: split
@@ -34,7 +35,7 @@ SAMPLE_ENV = {
     "EXPECTED_GPUS": "8",
     "METRIC_NAMESPACE": "GpuPlatform/Node",
     "ASG_NAME": "gpu-platform-prod-p4d",
-    "TERMINATE_HOOK_NAME": "gpu-platform-prod-p4d-terminate",
+    "TERMINATE_HOOK_NAME": terminate_hook_name("gpu-platform-prod-p4d"),
     "AWS_REGION": "us-east-1",
 }
 BOOTSTRAP = NODE_DIR / "bootstrap.sh"

@@ -265,7 +265,11 @@ BREAKAGES: dict[str, tuple[Callable[[boto3.Session], Any], str]] = {
         ),
         "FAIL alarms: 1 of 1 alarm(s) named gpu-platform-dev-* in ALARM: gpu-platform-dev-gpu-temperature",
     ),
-    "parameter missing": (_delete_parameter, "FAIL ami-parameter: /imagebuilder/gpu-platform/dev/ami/latest missing"),
+    "parameter missing": (
+        _delete_parameter,
+        "FAIL ami-parameter: /imagebuilder/gpu-platform/dev/ami/latest missing: the fleet stack cannot resolve its "
+        "AMI; fix: put the last AMI id back (README.md, Upgrading an environment deployed before the AMI parameter seed)",
+    ),
     "parameter of type text": (
         _text_parameter,
         "FAIL ami-parameter: /imagebuilder/gpu-platform/dev/ami/latest has data type text, expected aws:ec2:image",

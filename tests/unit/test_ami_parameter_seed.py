@@ -69,14 +69,16 @@ def test_seed_puts_once_and_never_overwrites_what_image_builder_wrote(synth: Syn
     cfg = synth.environments[env]
     name = ResourceNames.of(cfg).ami_parameter
     stack = synth.stack(env, "Image")
-    # CloudFormation owns no value of the parameter: no AWS::SSM::Parameter of that name in the environment.
+    # CloudFormation writes no value of the parameter: the one AWS::SSM::Parameter of that name is the
+    # released resource, kept unchanged and retained for the upgrade (tests/flows/test_upgrade_names.py).
     owned = [
-        r["Properties"].get("Name")
+        (k, r.get("DeletionPolicy"), r.get("UpdateReplacePolicy"))
         for s in synth.stacks.values()
         if s.env == env
-        for r in s.resources("AWS::SSM::Parameter").values()
+        for k, r in s.resources("AWS::SSM::Parameter").items()
+        if r["Properties"].get("Name") == name
     ]
-    assert name not in owned
+    assert owned == [("AmiParameter3D3A0D31", "Retain", "Retain")]
     _, props = _seed(stack, name)
     resolver = Resolver(stack.json, account=cfg.account, region=cfg.region)
     (bootstrap_ref,) = [p for p in props["Create"]["Fn::Join"][1] if isinstance(p, dict)]

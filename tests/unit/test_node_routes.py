@@ -12,13 +12,18 @@ script that starts calling a new service fails here until the service has a rout
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from config import EgressMode
+from config.naming import ResourceNames
 from gpu_constructs.network.vpc_endpoints import AGENT_CALLS, CLIENT_ENDPOINTS, GATEWAY_SERVICES
+from tests.iam_documents import Resolver
+from tests.policy_eval import Request, explain, role_may
+from tests.role_policies import role
 from tests.synth import StackTemplate, Synth
 from tests.unit.test_network import _gpu_subnets, _ref, _route_tables_of
 
@@ -220,3 +225,96 @@ def test_every_node_call_leaves_the_node_security_group(synth: Synth, env: str) 
         if not _https(r) and r.get("CidrIp") != cfg.network.vpc_cidr and not (r.get("FromPort") == 80 and not isolated)
     ]
     assert other == []
+
+
+def _node_requests(synth: Synth, env: str) -> dict[str, list[Request]]:
+    """Endpoint service name -> a representative call of each caller of it, as the node role makes it."""
+    cfg = synth.environments[env]
+    names = ResourceNames.of(cfg)
+    acct, region = cfg.account, cfg.region
+    group = names.asg_name(cfg.fleets[0].name)
+    key = f"arn:aws:kms:{region}:{acct}:key/{SAMPLE_KEY}"
+    own = {"aws:ResourceAccount": acct}
+    log_stream = f"arn:aws:logs:{region}:{acct}:log-group:{names.node_log_group('bootstrap')}:log-stream:i-0"
+    return {
+        "ssm": [
+            Request("ssm:UpdateInstanceInformation", f"arn:aws:ec2:{region}:{acct}:instance/i-0"),
+            Request("ssm:GetParameter", f"arn:aws:ssm:{region}:{acct}:parameter{names.ssm_parameter_prefix}fsx/id"),
+        ],
+        "ssmmessages": [Request("ssmmessages:CreateControlChannel", "*", context={"aws:RequestedRegion": region})],
+        "ec2messages": [Request("ec2messages:GetMessages", "*", context={"aws:RequestedRegion": region})],
+        # the session's data key (the logs key, which the session document names)
+        "kms": [Request("kms:GenerateDataKey", key), Request("kms:Decrypt", key)],
+        "logs": [Request("logs:PutLogEvents", log_stream), Request("logs:CreateLogStream", log_stream)],
+        "monitoring": [
+            Request("cloudwatch:PutMetricData", "*", context={"cloudwatch:namespace": names.metrics_namespace})
+        ],
+        "ec2": [Request("ec2:DescribeTags", "*")],
+        "autoscaling": [
+            Request(
+                "autoscaling:CompleteLifecycleAction",
+                f"arn:aws:autoscaling:{region}:{acct}:autoScalingGroup:{SAMPLE_KEY}:autoScalingGroupName/{group}",
+            )
+        ],
+        "s3": [
+            Request("s3:GetObject", f"arn:aws:s3:::{names.data_bucket}/datasets/a", context=own),
+            Request("s3:PutObject", f"arn:aws:s3:::{names.data_bucket}/checkpoints/a", context=own),
+            # the node scripts the user data downloads (its `src=s3://...` in the fleet stack)
+            *(Request("s3:GetObject", f"arn:aws:s3:::{src}", context=own) for src in _script_sources(synth, env)),
+        ],
+        "ecr.api": [Request("ecr:GetAuthorizationToken", "*")],
+        "ecr.dkr": [
+            Request(action, f"arn:aws:ecr:{region}:{acct}:repository/team/model")
+            for action in ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability")
+        ],
+        "sts": [],  # GetCallerIdentity: no IAM permission is needed (see NO_PERMISSION)
+    }
+
+
+SAMPLE_KEY = "0123abcd-0000-4000-8000-000000000000"
+
+
+def _script_sources(synth: Synth, env: str) -> set[str]:
+    """bucket/key of the node scripts every launch template's user data downloads."""
+    found = set(re.findall(r"src=s3://([^\s\"\\]+)", json.dumps(synth.stack(env, "Fleets").json)))
+    assert found, f"{env}: no node scripts download in the user data"
+    return found
+
+
+#: Calls AWS authorizes without any IAM permission.
+NO_PERMISSION = {"sts": "sts:GetCallerIdentity"}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_node_call_is_allowed_by_the_node_role_and_its_boundary(synth: Synth, env: str) -> None:
+    """A route alone does not make a call work: each service a node calls is followed to the node
+    role's policies AND the permissions boundary, with a representative call per caller."""
+    cfg = synth.environments[env]
+    node = role(synth, env, "Security", "GpuNodeRole")
+    security = synth.stack(env, "Security")
+    (logs_key,) = [k for k in security.resources("AWS::KMS::Key") if k.startswith("KeysLogs")]
+    key_arn = Resolver(security.json, account=cfg.account, region=cfg.region).resolve({"Fn::GetAtt": [logs_key, "Arn"]})
+    requests = _node_requests(synth, env)
+    assert set(node_calls()) <= set(requests), f"add a representative call for {set(node_calls()) - set(requests)}"
+    reachable = routes(synth, env)
+    for service, calls in requests.items():
+        assert service in reachable or "*" in reachable, f"{env}: {service} has no route"
+        assert calls or service in NO_PERMISSION, service
+        for call in calls:
+            resource = call.resource.replace(f"key/{SAMPLE_KEY}", key_arn.split(":", 5)[5])
+            request = Request(call.action, resource, context={**node.as_caller, **call.context})
+            assert role_may(node.identity, node.boundary, request), (
+                f"{env}: the node cannot {call.action} on {resource}: "
+                + explain(node.identity, request)
+                + " / boundary: "
+                + explain([node.boundary], request)
+            )
+    # The sts entry claims no role chaining: the node may not assume roles.
+    assume = Request("sts:AssumeRole", f"arn:aws:iam::{cfg.account}:role/anything", context=node.as_caller)
+    assert not role_may(node.identity, node.boundary, assume)
+    # Pulls stay in this account and region, read only.
+    for refused in (
+        Request("ecr:BatchGetImage", f"arn:aws:ecr:{cfg.region}:999999999999:repository/team/model"),
+        Request("ecr:PutImage", f"arn:aws:ecr:{cfg.region}:{cfg.account}:repository/team/model"),
+    ):
+        assert not role_may(node.identity, node.boundary, refused), refused

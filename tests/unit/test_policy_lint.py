@@ -42,6 +42,10 @@ ALLOWED = {
         "(tests/unit/test_security.py checks both); kms:CreateGrant for the one role that needs it (the AMI copy "
         "role); a boundary grants nothing."
     ),
+    ("boundary", "CREDENTIALS_EXPOSURE"): (
+        "ecr:GetAuthorizationToken: the registry login every ECR pull starts with (container fleets); the pulls "
+        "themselves are held to this account's repositories in this region."
+    ),
     ("boundary", "PRIVILEGE_ESCALATION"): (
         "PassRole with RunInstances: the boundary lets the node role be passed to EC2 only, and launches only "
         "through launch templates with the templates' own resources."
@@ -68,6 +72,11 @@ ALLOWED_IDENTITY = {
     ("AmiRolloutStartPolicy", "PERMISSIONS_MANAGEMENT_ACTIONS"): (
         ["iam:passrole"],
         "EventBridge starts the runbook as the runbook's own role: that role by ARN, to SSM only.",
+    ),
+    ("GpuNodeContainerImages", "CREDENTIALS_EXPOSURE"): (
+        ["ecr:getauthorizationtoken"],
+        "Container fleets log in to ECR before pulling (Amazon ECR user guide, private registry authentication); "
+        "the token only lets the node pull what its policy allows: this account's repositories, read only.",
     ),
     ("AmiCopiesCopy", "PERMISSIONS_MANAGEMENT_ACTIONS"): (
         ["kms:creategrant"],

@@ -59,8 +59,10 @@ def _requests(role: RolePolicies, account: str, region: str) -> list[tuple[Reque
             for action in _list(statement["Action"]):
                 assert "*" not in action, f"{role.stack}/{role.logical_id}: wildcard action {action}"
                 for resource in _list(statement.get("Resource", "*")):
-                    context = _context(statement)
+                    context = {**role.as_caller, **_context(statement)}
                     sample = resource if resource == "*" else resource.replace("*", SAMPLE)
+                    if sample.startswith("arn:"):  # the owner of the resource (S3 ARNs name none: this account's)
+                        context.setdefault("aws:ResourceAccount", sample.split(":")[4] or account)
                     if action.startswith("kms:") and sample.split(":")[4] not in (account, SAMPLE):
                         # another account's key (an AMI copy's source snapshots): EC2 uses it on the role's behalf
                         context.setdefault("kms:ViaService", f"ec2.{region}.amazonaws.com")
@@ -90,15 +92,29 @@ def test_boundary_keeps_data_keys_parameters_and_images_to_the_environment(synth
     boundary_doc = json.loads(boundary)
     acct, region, other = cfg.account, cfg.region, "999999999999"
     other_env = next(e for e in ENVS if e != env)
+    own, elsewhere = {"aws:ResourceAccount": acct}, {"aws:ResourceAccount": other}
+    provider = next(r for r in roles(synth, env) if r.logical_id.startswith("CustomVpcRestrictDefaultSG"))
     inside = [
-        Request("s3:GetObject", f"arn:aws:s3:::{names.data_bucket}/datasets/a"),
-        Request("s3:PutObject", f"arn:aws:s3:::{names.data_bucket}/checkpoints/a"),
+        Request("s3:GetObject", f"arn:aws:s3:::{names.data_bucket}/datasets/a", context=own),
+        Request("s3:PutObject", f"arn:aws:s3:::{names.data_bucket}/checkpoints/a", context=own),
+        Request("s3:ListBucket", f"arn:aws:s3:::{names.data_bucket}", context=own),
+        Request("ecr:BatchGetImage", f"arn:aws:ecr:{region}:{acct}:repository/team/model"),
         Request("kms:Decrypt", f"arn:aws:kms:{region}:{acct}:key/k"),
         Request("ssm:PutParameter", f"arn:aws:ssm:{region}:{acct}:parameter{names.ami_parameter}"),
         Request("ec2:ModifyImageAttribute", f"arn:aws:ec2:{region}::image/ami-1"),
-        Request("ec2:AuthorizeSecurityGroupIngress", f"arn:aws:ec2:{region}:{acct}:security-group/sg-1"),
+        Request(
+            "ec2:AuthorizeSecurityGroupIngress",
+            f"arn:aws:ec2:{region}:{acct}:security-group/sg-1",
+            context=provider.as_caller,
+        ),
     ]
     outside = [
+        # same bucket name, another account's bucket (S3 ARNs carry no account)
+        Request("s3:PutObject", f"arn:aws:s3:::{names.prefix}-exfil/a", context=elsewhere),
+        Request("s3:GetObject", f"arn:aws:s3:::{names.data_bucket}/datasets/a", context=elsewhere),
+        Request("s3:ListBucket", f"arn:aws:s3:::{names.data_bucket}", context=elsewhere),
+        Request("ecr:BatchGetImage", f"arn:aws:ecr:{region}:{other}:repository/team/model"),
+        Request("ecr:PutImage", f"arn:aws:ecr:{region}:{acct}:repository/team/model"),
         Request("s3:GetObject", f"arn:aws:s3:::{ResourceNames(other_env, acct, region).data_bucket}/datasets/a"),
         Request("s3:PutObject", "arn:aws:s3:::someone-elses-bucket/a"),
         Request("s3:PutObject", f"arn:aws:s3:::cdk-hnb659fds-assets-{acct}-{region}/a"),  # assets: read only
@@ -107,8 +123,24 @@ def test_boundary_keeps_data_keys_parameters_and_images_to_the_environment(synth
         Request("ssm:PutParameter", f"arn:aws:ssm:{region}:{acct}:parameter/gpu-platform/{env}/fsx/id"),
         Request("ssm:PutParameter", f"arn:aws:ssm:{region}:{acct}:parameter/imagebuilder/gpu-platform/{other_env}/a"),
         Request("ec2:ModifyImageAttribute", "arn:aws:ec2:eu-west-1::image/ami-1"),
-        Request("ec2:AuthorizeSecurityGroupIngress", f"arn:aws:ec2:{region}:{other}:security-group/sg-1"),
+        Request(
+            "ec2:AuthorizeSecurityGroupIngress",
+            f"arn:aws:ec2:{region}:{other}:security-group/sg-1",
+            context=provider.as_caller,
+        ),
     ]
+    # Only the default-security-group provider may change rules: no other role of the environment
+    # (the node role, the rollout role, the other providers) may open a group, even if its policy widened.
+    others = [r for r in roles(synth, env) if (r.stack, r.logical_id) != (provider.stack, provider.logical_id)]
+    assert any(r.logical_id.startswith("GpuNodeRole") for r in others)
+    rollout = synth.stack(env, "Fleets").resources("AWS::IAM::Role")  # no rollout where no fleet refreshes (prod)
+    assert any(r["Properties"].get("RoleName") == names.ami_rollout_role for r in rollout.values()) == any(
+        r.arn.endswith(f":role/{names.ami_rollout_role}") for r in others
+    )
+    for caller in others:
+        for action in AUTHORIZE:
+            request = Request(action, f"arn:aws:ec2:{region}:{acct}:security-group/sg-1", context=caller.as_caller)
+            assert decide([boundary_doc], request) != ALLOW, f"{caller.stack}/{caller.logical_id} may {action}"
     for request in inside:
         assert decide([boundary_doc], request) == ALLOW, explain([boundary_doc], request)
     for request in outside:
@@ -171,7 +203,8 @@ def test_every_custom_resource_provider_may_make_its_calls(synth: Synth, env: st
             role = by_role[(stack.name, _provider_role(stack, resource["Properties"]))]
             logs = f"arn:aws:logs:{cfg.region}:{cfg.account}:log-group:/aws/lambda/x:log-stream:y"
             for kind, requests in _calls(type_, resource["Properties"], resolver, cfg.account, cfg.region).items():
-                for request in [*requests, Request("logs:CreateLogStream", logs), Request("logs:PutLogEvents", logs)]:
+                for call in [*requests, Request("logs:CreateLogStream", logs), Request("logs:PutLogEvents", logs)]:
+                    request = Request(call.action, call.resource, context={**role.as_caller, **call.context})
                     assert role_may(role.identity, role.boundary, request), (
                         f"{stack.name}/{logical_id} {kind}: "
                         + explain(role.identity, request)

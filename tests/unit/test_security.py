@@ -211,7 +211,7 @@ def test_node_role_statements(synth: Synth, env: str) -> None:
         for k, v in stack.resources("AWS::IAM::ManagedPolicy").items()
         if k.startswith("GpuNode")
     }
-    assert sorted(p[:8] for p in policies) == ["CloudWat", "DataBuck", "FleetLif", "SessionM"]
+    assert sorted(p[:8] for p in policies) == ["CloudWat", "Containe", "DataBuck", "FleetLif", "SessionM"]
     for policy in policies.values():
         assert policy["Roles"] == [{"Ref": role_id}]
     by_name = {k[:8]: _statements(v) for k, v in policies.items()}
@@ -244,6 +244,15 @@ def test_node_role_statements(synth: Synth, env: str) -> None:
         f"{arn_prefix.format('autoscaling')}:autoScalingGroup:*:autoScalingGroupName/{names.asg_name_prefix}*"
     )
     assert all(a.split(":")[1].startswith("Describe") for a in fleet["ReadOnlyDescribe"]["Action"])
+
+    images = by_name["Containe"]
+    assert images["RegistryLogin"]["Action"] == "ecr:GetAuthorizationToken"  # no resource type
+    assert sorted(images["PullFromThisAccount"]["Action"]) == [
+        "ecr:BatchCheckLayerAvailability",
+        "ecr:BatchGetImage",
+        "ecr:GetDownloadUrlForLayer",
+    ]
+    assert images["PullFromThisAccount"]["Resource"] == f"{arn_prefix.format('ecr')}:repository/*"
 
     session = by_name["SessionM"]
     assert session["SessionChannels"]["Condition"] == {"StringEquals": {"aws:RequestedRegion": cfg.region}}

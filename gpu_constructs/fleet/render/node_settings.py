@@ -12,7 +12,7 @@ from typing import Any
 
 from config.catalog import InstanceType
 from config.fleets import Fleet
-from config.naming import ResourceNames
+from config.naming import ResourceNames, launch_hook_name, terminate_hook_name
 from gpu_constructs.fleet.render.agent_config import NodeLogFile, agent_config, to_json
 from gpu_constructs.fleet.render.node_logs import NODE_LOGS
 
@@ -43,8 +43,8 @@ def node_env(site: NodeSite, fleet: Fleet) -> dict[str, str]:
         "AWS_REGION": names.region,
         "FLEET_NAME": fleet.name,
         "ASG_NAME": group_name,
-        "LAUNCH_HOOK_NAME": f"{group_name}-launch",
-        "TERMINATE_HOOK_NAME": f"{group_name}-terminate",
+        "LAUNCH_HOOK_NAME": launch_hook_name(group_name),
+        "TERMINATE_HOOK_NAME": terminate_hook_name(group_name),
         "METRIC_NAMESPACE": names.metrics_namespace,
         "FSX_DNS_NAME": site.fsx_dns_name,
         "FSX_MOUNT_NAME": site.fsx_mount_name,

@@ -20,6 +20,8 @@ USER_DATA_LIMIT_BYTES = 16 * 1024
 INSTALL_PREFIX = "/opt/gpu-platform/node"
 CONFIG_DIR = "/etc/gpu-platform"
 LOG_DIR = "/var/log/gpu-platform"
+#: The node log the user data's errors go to (NODE_LOGS["bootstrap"]; bootstrap.sh appends to it).
+BOOTSTRAP_LOG_NAME = "bootstrap.log"
 #: cloud-init runs these at every boot after the first (on the first, they run before user data).
 PER_BOOT_DIR = "/var/lib/cloud/scripts/per-boot"
 
@@ -62,6 +64,10 @@ def _preamble(*, region: str, group: str, hook: str) -> list[str]:
         f'etc="${{GPU_PLATFORM_CONFIG_DIR:-{CONFIG_DIR}}}" node="${{GPU_PLATFORM_NODE_DIR:-{INSTALL_PREFIX}}}"',
         f'logs="${{GPU_PLATFORM_LOG_DIR:-{LOG_DIR}}}" per_boot="${{GPU_PLATFORM_PER_BOOT_DIR:-{PER_BOOT_DIR}}}"',
         f'imds="${{IMDS_URL:-http://169.254.169.254}}" aws="${{AWS_CLI:-aws}}" backoff="${{FETCH_BACKOFF_S:-{FETCH_BACKOFF_SECONDS}}}"',
+        # stderr also to bootstrap.log, which the agent ships once it runs (the console keeps a copy:
+        # a node that fails before the agent starts shows it in `aws ec2 get-console-output` only)
+        'install -d -m 0755 "$logs"',
+        f'exec 3>&2 2> >(tee -a "$logs/{BOOTSTRAP_LOG_NAME}" >&3)',
         "abandon() {",
         "  local rc=$? token id",
         "  trap - EXIT",
@@ -131,5 +137,6 @@ def render_user_data(
         'chmod 0755 "$node"/*.sh "$node"/*.py',
         *per_boot,
         "shopt -s execfail  # a failed exec returns, and falls to the trap",
-        'exec "$node/bootstrap.sh"',
+        "# bootstrap.sh writes bootstrap.log itself: its stderr goes back to the console only",
+        'exec "$node/bootstrap.sh" 2>&3 3>&-',
     ]

@@ -104,10 +104,10 @@ def test_each_type_launches_from_its_layouts_template_in_preference_order(efa_mi
 def test_launches_wait_for_the_node_and_are_abandoned_on_timeout(efa_mixed: Template) -> None:
     hooks = {h["LifecycleTransition"]: h for h in _group(efa_mixed)["LifecycleHookSpecificationList"]}
     launch, terminate = hooks["autoscaling:EC2_INSTANCE_LAUNCHING"], hooks["autoscaling:EC2_INSTANCE_TERMINATING"]
-    assert (launch["LifecycleHookName"], launch["DefaultResult"]) == (f"{GROUP}-launch", "ABANDON")
+    assert (launch["LifecycleHookName"], launch["DefaultResult"]) == (f"{GROUP}-launch-hold", "ABANDON")
     # A training fleet at its default DCGM level: the bootstrap's worst case plus that level's diagnostic.
     assert launch["HeartbeatTimeout"] == BOOTSTRAP_SECONDS + DCGM_LEVEL_SECONDS[DEFAULT_DCGM_LEVEL["training"]]
-    assert (terminate["LifecycleHookName"], terminate["DefaultResult"]) == (f"{GROUP}-terminate", "CONTINUE")
+    assert (terminate["LifecycleHookName"], terminate["DefaultResult"]) == (f"{GROUP}-terminate-hold", "CONTINUE")
     assert terminate["HeartbeatTimeout"] == TERMINATE_HOOK_TIMEOUT.to_seconds()
 
 

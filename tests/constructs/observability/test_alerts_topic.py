@@ -20,7 +20,9 @@ PREFIX = "gpu-platform-dev"
 @pytest.fixture(scope="module")
 def tmpl() -> Template:
     stack = bare_stack()
-    keys = PlatformKeys(stack, "Keys", env_name="dev", alarm_prefix=PREFIX, removal_policy=DESTROY)
+    keys = PlatformKeys(
+        stack, "Keys", env_name="dev", alarm_prefix=PREFIX, alerts_topic_name=f"{PREFIX}-alerts", removal_policy=DESTROY
+    )
     alerts = AlertsTopic(stack, "Alerts", topic_name=f"{PREFIX}-alerts", name_prefix=PREFIX, key=keys.alerts,
                          emails=["oncall@example.com"], removal_policy=DESTROY)  # fmt: skip
     factory = AlarmFactory(prefix=PREFIX, topic=alerts.topic)

@@ -13,6 +13,8 @@ from tests.policy_eval import Request, role_may
 
 EVERYTHING = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
 ROLLOUT_ROLE = f"arn:aws:iam::{ACCOUNT}:role/gpu-platform-dev-ami-rollout"
+#: CDK's default-security-group provider restores the group's rules on delete (Authorize*): it alone may.
+DEFAULT_SG_PROVIDER = f"arn:aws:iam::{ACCOUNT}:role/dev-Network-CustomVpcRestrictDefaultSG*"
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +26,7 @@ def tmpl() -> Template:
         "Boundary",
         policy_name="gpu-platform-dev-boundary",
         pass_roles=[PassRoleGrant(sid="PassRolloutRoleToSsm", role_arns=[ROLLOUT_ROLE], service="ssm.amazonaws.com")],
+        security_group_rule_roles=[DEFAULT_SG_PROVIDER],
     )
     return template(stack)
 
@@ -63,7 +66,10 @@ def test_denies_what_no_platform_role_may_do(boundary: dict, action: str, resour
 
 
 def test_allows_this_environments_work(boundary: dict) -> None:
-    assert _may(boundary, "s3:PutObject", "arn:aws:s3:::gpu-platform-dev-data/checkpoints/a")
+    checkpoint = "arn:aws:s3:::gpu-platform-dev-data/checkpoints/a"
+    assert _may(boundary, "s3:PutObject", checkpoint, **{"aws:ResourceAccount": ACCOUNT})
+    # Bucket names are global: a bucket of the same name in another account is not the environment's.
+    assert not _may(boundary, "s3:PutObject", checkpoint, **{"aws:ResourceAccount": "222222222222"})
     assert _may(boundary, "cloudwatch:PutMetricData", "*")
     assert _may(
         boundary,

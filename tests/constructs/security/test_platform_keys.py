@@ -21,7 +21,9 @@ AUTOSCALING_ROLE = (
 @pytest.fixture(scope="module")
 def tmpl() -> Template:
     stack = bare_stack()
-    PlatformKeys(stack, "Keys", env_name="dev", alarm_prefix=PREFIX, removal_policy=DESTROY)
+    PlatformKeys(
+        stack, "Keys", env_name="dev", alarm_prefix=PREFIX, alerts_topic_name=f"{PREFIX}-alerts", removal_policy=DESTROY
+    )
     return template(stack)
 
 

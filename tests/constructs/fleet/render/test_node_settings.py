@@ -18,7 +18,7 @@ def test_node_env_names_the_fleets_group_hooks_and_file_system() -> None:
     env = node_env(site, fleet(name="train", containers=True))
     assert env["ASG_NAME"] == "gpu-platform-dev-train"
     assert (env["LAUNCH_HOOK_NAME"], env["TERMINATE_HOOK_NAME"]) == (
-        "gpu-platform-dev-train-launch", "gpu-platform-dev-train-terminate",
+        "gpu-platform-dev-train-launch-hold", "gpu-platform-dev-train-terminate-hold",
     )  # fmt: skip
     assert env["METRIC_NAMESPACE"] == "GpuPlatform/dev" and env["AWS_REGION"] == REGION
     assert (env["FSX_DNS_NAME"], env["FSX_MOUNT_NAME"]) == (site.fsx_dns_name, "abcdef")

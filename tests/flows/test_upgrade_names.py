@@ -1,0 +1,193 @@
+"""Upgrading a deployed environment: no physical name changes hands in a way CloudFormation undoes.
+
+When an update removes a resource, CloudFormation deletes it in the update's cleanup phase, after
+every new resource exists (unless the removed resource's DeletionPolicy is Retain). If a new resource,
+or a property list of a kept one, declares the removed resource's physical name (a lifecycle hook, a
+log group, a topic, a parameter), that cleanup deletes what the new declaration just created or
+adopted, and the template says it exists while it does not.
+
+This compares the templates of the last released commit with the current snapshots (JSON only, no
+synth). A physical name a removed resource held may be declared again only by the same logical id
+and type (the same resource), or where the removed resource was retained, or where ``MOVED`` names
+the documented migration (README.md, Security: stack refactoring for the alerts topic and the node
+log groups moved to ``<env>-Security``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAPSHOTS = Path("tests/snapshot/__snapshots__/test_snapshots")
+#: The last released commit: what deployed environments run.
+RELEASED = "98c90a20fd5fd638eb955d92c6effdd5d599a240"
+ENVS = ("dev", "staging", "prod")
+STACKS = ("Security", "Network", "Storage", "Image", "Fleets", "Monitoring")
+#: Properties that name the physical resource (top level of Properties).
+NAME_KEYS = frozenset(
+    {
+        "AlarmName",
+        "AliasName",
+        "AutoScalingGroupName",
+        "BucketName",
+        "DocumentName",
+        "LifecycleHookName",
+        "LogGroupName",
+        "ManagedPolicyName",
+        "Name",
+        "ParameterName",
+        "RoleName",
+        "RuleName",
+        "TopicName",
+        "TrailName",
+    }
+)
+#: (stack, logical id) of removed resources whose name moved by stack refactoring (README.md, Security,
+#: "Moving an environment deployed before the topic and the node log groups moved to <env>-Security").
+MOVED = frozenset(
+    (f"{env}-Fleets", logical_id)
+    for env in ENVS
+    for logical_id in (
+        "AlertsTopicCF7C81C9",
+        "NodeLogBootstrap02571E60",
+        "NodeLogGpuHealth0D5C8BD5",
+        "NodeLogLifecycleWatcher1EC68244",
+        "NodeLogSpotWatcherABF2B4F4",
+    )
+)
+
+
+def _snapshot_path(stack: str) -> Path:
+    return SNAPSHOTS / f"test_template_snapshot[{stack}].json"
+
+
+@cache
+def _released(stack: str) -> dict[str, Any]:
+    shown = subprocess.run(
+        ["git", "show", f"{RELEASED}:{_snapshot_path(stack).as_posix()}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(shown.stdout)
+
+
+@cache
+def _current(stack: str) -> dict[str, Any]:
+    return json.loads((ROOT / _snapshot_path(stack)).read_text())
+
+
+def _released_available() -> str | None:
+    """Why the released templates cannot be read here, or None."""
+    if shutil.which("git") is None:
+        return "git is not installed"
+    probe = subprocess.run(["git", "cat-file", "-e", f"{RELEASED}^{{commit}}"], cwd=ROOT, capture_output=True)
+    if probe.returncode != 0:
+        return f"the checkout has no history back to the released commit {RELEASED[:7]} (shallow clone?)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_released_available() is not None, reason=str(_released_available()))
+
+
+def declared_names(resource: dict[str, Any]) -> set[str]:
+    """Physical names a resource declares: its name properties, the hooks of a group's specification
+    list, and the ``Name`` a custom resource's SDK call passes (the AMI parameter seed)."""
+    props = resource.get("Properties", {})
+    names = {v for k, v in props.items() if k in NAME_KEYS and isinstance(v, str)}
+    names |= {spec["LifecycleHookName"] for spec in props.get("LifecycleHookSpecificationList", [])}
+    for call in ("Create", "Update"):
+        payload = _sdk_call_text(props.get(call))
+        if payload is not None:
+            parameters = json.loads(payload).get("parameters", {})
+            if isinstance(parameters.get("Name"), str):
+                names.add(parameters["Name"])
+    return names
+
+
+def _sdk_call_text(payload: Any) -> str | None:
+    """A custom resource's SDK call as JSON text; the parts CloudFormation resolves (an AMI id) as "?"."""
+    if isinstance(payload, str):
+        return payload
+    if isinstance(payload, dict) and "Fn::Join" in payload:
+        separator, parts = payload["Fn::Join"]
+        return separator.join(part if isinstance(part, str) else "?" for part in parts)
+    return None
+
+
+def reclaimed_names(
+    released: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]]
+) -> Iterator[tuple[str, str, str, str, str]]:
+    """(old stack, old logical id, name, new stack, new logical id) for each name a removed, unretained
+    resource of ``released`` held that ``current`` declares again; templates keyed by stack name."""
+    for stack, template in released.items():
+        for logical_id, resource in template["Resources"].items():
+            kept = current[stack]["Resources"].get(logical_id)
+            if kept is not None and kept["Type"] == resource["Type"]:
+                continue
+            if resource.get("DeletionPolicy") in ("Retain", "RetainExceptOnCreate"):
+                continue
+            for name in declared_names(resource):
+                for new_stack, new_template in current.items():
+                    for new_id, new_resource in new_template["Resources"].items():
+                        if name in declared_names(new_resource):
+                            yield stack, logical_id, name, new_stack, new_id
+
+
+def _stacks(env: str) -> list[str]:
+    return [f"{env}-{stack}" for stack in STACKS]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_no_removed_resource_takes_a_name_with_it_that_the_new_templates_declare(env: str) -> None:
+    released = {stack: _released(stack) for stack in _stacks(env)}
+    current = {stack: _current(stack) for stack in _stacks(env)}
+    found = list(reclaimed_names(released, current))
+    assert [f for f in found if (f[0], f[1]) not in MOVED] == []
+    # The scan reads real templates: it sees the documented move of the (unretained) alerts topic.
+    assert (f"{env}-Fleets", "AlertsTopicCF7C81C9", f"gpu-platform-{env}-alerts") in {f[:3] for f in found}
+
+
+def test_the_check_sees_a_hook_that_moves_into_the_group_under_its_old_name() -> None:
+    """What the lifecycle hooks would have done without their new names (the scan can fail)."""
+    hook = {"Type": "AWS::AutoScaling::LifecycleHook", "Properties": {"LifecycleHookName": "g-launch"}}
+    group = {"Type": "AWS::AutoScaling::AutoScalingGroup", "Properties": {"AutoScalingGroupName": "g"}}
+    released = {"e-Fleets": {"Resources": {"Hook": hook, "Group": group}}}
+    moved_in = {**group["Properties"], "LifecycleHookSpecificationList": [{"LifecycleHookName": "g-launch"}]}
+    current = {"e-Fleets": {"Resources": {"Group": {**group, "Properties": moved_in}}}}
+    assert list(reclaimed_names(released, current)) == [("e-Fleets", "Hook", "g-launch", "e-Fleets", "Group")]
+    renamed = {**group["Properties"], "LifecycleHookSpecificationList": [{"LifecycleHookName": "g-launch-hold"}]}
+    assert (
+        list(reclaimed_names(released, {"e-Fleets": {"Resources": {"Group": {**group, "Properties": renamed}}}})) == []
+    )
+    retained = {"e-Fleets": {"Resources": {"Hook": {**hook, "DeletionPolicy": "Retain"}, "Group": group}}}
+    assert list(reclaimed_names(retained, current)) == []
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_ami_parameter_of_earlier_releases_stays_unchanged_and_retained(env: str) -> None:
+    """The seed must not be the only declaration of the AMI parameter on the first upgrade: the released
+    AWS::SSM::Parameter stays, its properties exactly as deployed (so CloudFormation makes no call that
+    writes the value), now Retain, and the seed runs after it."""
+    stack = f"{env}-Image"
+    (old_id,) = [k for k, r in _released(stack)["Resources"].items() if r["Type"] == "AWS::SSM::Parameter"]
+    old = _released(stack)["Resources"][old_id]
+    resources = _current(stack)["Resources"]
+    legacy = resources[old_id]
+    assert (legacy["Type"], legacy["Properties"]) == (old["Type"], old["Properties"])
+    assert (legacy["DeletionPolicy"], legacy["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    name = old["Properties"]["Name"]
+    (seed_id,) = [k for k, r in resources.items() if r["Type"] == "Custom::AWS" and name in declared_names(r)]
+    assert old_id in resources[seed_id]["DependsOn"]
+    # Removing it in a later release is then safe: the scan skips a retained removed resource.
+    later = {k: r for k, r in resources.items() if k != old_id}
+    assert list(reclaimed_names({stack: _current(stack)}, {stack: {"Resources": later}})) == []
