@@ -9,6 +9,7 @@ from constructs import Construct
 
 from config import Environment
 from config.naming import ResourceNames
+from gpu_constructs.fleet.gpu_fleet import TERMINATE_HOOK_TIMEOUT
 from gpu_constructs.observability.alarm_factory import AlarmFactory
 from gpu_constructs.observability.fleet_alarms import FleetAlarms
 from gpu_constructs.observability.fsx_alarms import FsxAlarms
@@ -46,6 +47,7 @@ class MonitoringStack(PlatformStack):
                 thresholds=env.alarms,
                 factory=factory,
                 launch_hook_timeout=Duration.seconds(fleet.launch_hook_timeout_seconds),
+                terminate_hook_timeout=TERMINATE_HOOK_TIMEOUT,
             )
             for fleet in env.fleets
         }

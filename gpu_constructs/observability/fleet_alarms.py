@@ -66,6 +66,7 @@ class FleetAlarms(Construct):
         thresholds: Alarms,
         factory: AlarmFactory,
         launch_hook_timeout: Duration,
+        terminate_hook_timeout: Duration,
     ) -> None:
         super().__init__(scope, construct_id)
         t = thresholds
@@ -134,13 +135,18 @@ class FleetAlarms(Construct):
         stalled = Threshold(
             threshold=shortfall.threshold,
             period_minutes=shortfall.period_minutes,
-            evaluation_periods=periods_longer_than(launch_hook_timeout, shortfall.period_minutes),
+            # A node replaced (health check, Spot, refresh) is out of service while the terminate hook holds it
+            # and while its replacement bootstraps: only a shortfall longer than both is a stalled launch.
+            evaluation_periods=periods_longer_than(
+                launch_hook_timeout.plus(terminate_hook_timeout), shortfall.period_minutes
+            ),
         )
         add(
             LAUNCH_STALLED,
             description=(
                 f"WARNING {fleet_name}: fewer instances in service than desired for longer than the launch "
-                f"hook's {launch_hook_timeout.to_minutes():g} minutes (launches keep failing their bootstrap)"
+                f"hook's {launch_hook_timeout.to_minutes():g} minutes after the terminate hook's "
+                f"{terminate_hook_timeout.to_minutes():g} (launches keep failing their bootstrap)"
             ),
             metric=cloudwatch.MathExpression(
                 expression="desired - inservice",

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from config.naming import ResourceNames
+from config.naming import ResourceNames, terminate_hook_name
 from gpu_constructs.observability.fleet_alarms import GROUP_METRICS, LAUNCH_STALLED
 from tests.synth import Synth
 from tests.unit.alarm_evaluator import (
@@ -38,6 +38,7 @@ class FleetAlarmSet:
 
     group_name: str
     hook_minutes: int  # the launch hook's HeartbeatTimeout in the group (Fleets stack)
+    terminate_minutes: int  # the terminate hook's
     shortfall_id: str
     stalled_id: str
     composite: dict[str, Any]
@@ -73,7 +74,6 @@ def fleet_alarm_sets(synth: Synth) -> Iterator[tuple[str, str, FleetAlarmSet]]:
             h["LifecycleHookName"]: h["HeartbeatTimeout"]
             for r in synth.stack(env, "Fleets").resources("AWS::AutoScaling::AutoScalingGroup").values()
             for h in r["Properties"]["LifecycleHookSpecificationList"]
-            if h["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
         }
         alarms = {lid: r["Properties"] for lid, r in stack.resources("AWS::CloudWatch::Alarm").items()}
         by_name = {props["AlarmName"]: lid for lid, props in alarms.items()}
@@ -88,6 +88,7 @@ def fleet_alarm_sets(synth: Synth) -> Iterator[tuple[str, str, FleetAlarmSet]]:
                 FleetAlarmSet(
                     group_name=names.asg_name(fleet.name),
                     hook_minutes=hooks[launch_hook_of(synth, env, names.asg_name(fleet.name))] // 60,
+                    terminate_minutes=hooks[terminate_hook_name(names.asg_name(fleet.name))] // 60,
                     shortfall_id=by_name[names.fleet_alarm(fleet.name, "capacity-shortfall")],
                     stalled_id=by_name[names.fleet_alarm(fleet.name, LAUNCH_STALLED)],
                     composite=composites[f"{names.prefix}-{fleet.name}-unhealthy"],
@@ -139,6 +140,18 @@ def slowest_admitted(hook: int) -> dict[str, Series]:
 NO_CAPACITY = group(60, (0, 4, 2, 0), (30, 4, 4, 0))
 
 
+def replacement(terminate: int, hook: int) -> dict[str, Series]:
+    """An unhealthy node replaced: out of service at minute 3, held by the terminate hook to its timeout
+    (nothing pending), then its replacement in Pending:Wait to just before the launch hook's timeout."""
+    return group(
+        terminate + hook + 60,
+        (0, 2, 2, 0),
+        (3, 2, 1, 0),
+        (3 + terminate, 2, 1, 1),
+        (3 + terminate + hook - 1, 2, 2, 0),
+    )
+
+
 def stuck_pending(hook: int) -> dict[str, Series]:
     """Two nodes whose bootstrap never completes the hook: abandoned at the timeout, terminated, and
     launched again (a minute with nothing pending between attempts)."""
@@ -179,7 +192,8 @@ def test_alarms_read_the_groups_metrics_and_page_through_the_composite(fleets: l
 
 def test_a_normal_scale_out_in_pending_wait_pages_nobody(fleets: list) -> None:
     for env, fleet, alarms in fleets:
-        for series in (NORMAL_SCALE_OUT, slowest_admitted(alarms.hook_minutes)):
+        replaced = replacement(alarms.terminate_minutes, alarms.hook_minutes)
+        for series in (NORMAL_SCALE_OUT, slowest_admitted(alarms.hook_minutes), replaced):
             assert first_alarm_minute(alarms.shortfall, series) is None, (env, fleet)
             assert first_alarm_minute(alarms.stalled, series) is None, (env, fleet)
             assert set(alarms.page(series)) == {"OK"}, (env, fleet)
@@ -203,7 +217,8 @@ def test_nodes_pending_beyond_the_launch_hook_timeout_page(fleets: list) -> None
         assert first_alarm_minute(alarms.shortfall, stuck) is None  # they are launching...
         minute = first_alarm_minute(alarms.stalled, stuck)  # ...and never get there
         period = period_minutes(alarms.stalled)
-        assert minute is not None and hook < minute <= hook + period, (env, fleet)
+        window = hook + alarms.terminate_minutes  # a replacement may be out of service that long
+        assert minute is not None and window < minute <= window + period, (env, fleet)
         page = alarms.page(stuck)
         assert page.index("ALARM") == minute // period - 1
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from config.naming import ResourceNames
+from gpu_constructs.fleet.gpu_fleet import TERMINATE_HOOK_TIMEOUT
 from gpu_constructs.fleet.render.agent_metrics import published_metrics
 from gpu_constructs.observability.security_alarms import SECURITY_EVENTS
 from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
@@ -89,7 +90,8 @@ def test_fleet_alarms_follow_config(synth: Synth, env: str) -> None:
         }
         stalled = alarms[f"{names.prefix}-{fleet.name}-launch-stalled"]
         assert _period(stalled) == _period(shortfall)
-        assert stalled["EvaluationPeriods"] * _period(stalled) > fleet.launch_hook_timeout_seconds
+        window = fleet.launch_hook_timeout_seconds + TERMINATE_HOOK_TIMEOUT.to_seconds()  # a replacement
+        assert stalled["EvaluationPeriods"] * _period(stalled) > window
         assert {m[1] for m in _metrics_of(stalled)} == {"GroupDesiredCapacity", "GroupInServiceInstances"}
 
 

@@ -15,6 +15,7 @@ from tests.constructs.conftest import ALARMS, bare_stack, template
 GROUP = "gpu-platform-dev-train"
 #: A training fleet's launch hook at DCGM level 2 (config/fleets/health.py): 2400 + 600 s.
 LAUNCH_HOOK_TIMEOUT = Duration.seconds(3000)
+TERMINATE_HOOK_TIMEOUT = Duration.minutes(10)
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,8 @@ def tmpl() -> Template:
     stack = bare_stack()
     factory = AlarmFactory(prefix="gpu-platform-dev", topic=sns.Topic(stack, "Topic"))
     FleetAlarms(stack, "Train", fleet_name="train", group_name=GROUP, namespace="GpuPlatform/dev",
-                thresholds=ALARMS, factory=factory, launch_hook_timeout=LAUNCH_HOOK_TIMEOUT)  # fmt: skip
+                thresholds=ALARMS, factory=factory, launch_hook_timeout=LAUNCH_HOOK_TIMEOUT,
+                terminate_hook_timeout=TERMINATE_HOOK_TIMEOUT)  # fmt: skip
     return template(stack)
 
 
@@ -43,7 +45,9 @@ def test_health_alarm_reads_the_health_checks_metric_of_this_group(tmpl: Templat
 def test_launch_stalled_outlasts_the_launch_hook(tmpl: Template) -> None:
     stalled = _alarms(tmpl)["launch-stalled"]
     period = ALARMS.capacity_shortfall.period_minutes
-    assert stalled["EvaluationPeriods"] * period > LAUNCH_HOOK_TIMEOUT.to_minutes()
+    assert (
+        stalled["EvaluationPeriods"] * period > LAUNCH_HOOK_TIMEOUT.to_minutes() + TERMINATE_HOOK_TIMEOUT.to_minutes()
+    )
     expressions = {m["Id"]: m.get("Expression") for m in stalled["Metrics"]}
     assert "desired - inservice" in expressions.values()
     shortfall = {m["Id"]: m.get("Expression") for m in _alarms(tmpl)["capacity-shortfall"]["Metrics"]}
