@@ -282,8 +282,10 @@ def test_cfn_lint_clean_on_the_pipeline_template(pipeline_synth: PipelineSynth) 
     assert result.stdout.strip() == ""
 
 
-def test_the_pipeline_deploys_the_templates_a_laptop_deploy_does(pipeline_synth: PipelineSynth, synth) -> None:
-    """Same stages, stacks and templates as ``make deploy ENV=<env>``: switching between the two changes nothing."""
+def test_the_pipeline_deploys_the_templates_a_laptop_deploy_does(pipeline_synth: PipelineSynth, shipped_synth) -> None:
+    """Same stages, stacks and templates as ``make deploy ENV=<env>``: switching between the two changes nothing.
+    Both read the shipped config/."""
+    synth = shipped_synth
     for env_name in ENVIRONMENTS:
         manifest = json.loads((pipeline_synth.outdir / f"assembly-{env_name}" / "manifest.json").read_text())
         stacks = [a for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"]
