@@ -65,7 +65,6 @@ class ImageStack(PlatformStack):
         sharing: ImageSharing,
         vpc: ec2.IVpc,
         builder_subnets: ec2.SubnetSelection,
-        builder_security_group: ec2.ISecurityGroup,
         logs_key: kms.IKey,
         data_key: kms.IKey,
         access_log_bucket: s3.IBucket,
@@ -182,7 +181,7 @@ class ImageStack(PlatformStack):
             instance_types=[builder.instance_type],
             instance_profile=self.builder_role.instance_profile,
             subnet_id=_first_subnet(vpc, builder_subnets),
-            security_group_ids=[builder_security_group.security_group_id],
+            security_group_ids=[_builder_security_group(self, vpc).security_group_id],
             log_bucket_name=self.log_bucket.bucket_name,
             log_prefix=BUILD_LOG_PREFIX,
             resource_tags={**env.tags, "Name": f"{names.prefix}-image-builder"},
@@ -242,3 +241,19 @@ def _first_subnet(vpc: ec2.IVpc, selection: ec2.SubnetSelection) -> str:
         subnet_type=selection.subnet_type,
     )
     return selected.subnet_ids[0]
+
+
+def _builder_security_group(scope: Construct, vpc: ec2.IVpc) -> ec2.SecurityGroup:
+    """The build and test instances' own group: no ingress; out, HTTPS and HTTP (Ubuntu's apt mirrors
+    serve signed packages over HTTP) through the building environment's NAT. GPU nodes keep theirs
+    to what a node calls."""
+    group = ec2.SecurityGroup(
+        scope,
+        "BuilderSecurityGroup",
+        vpc=vpc,
+        description="Image Builder build and test instances: package sources over HTTPS and HTTP, no ingress",
+        allow_all_outbound=False,
+    )
+    group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS through NAT: AWS, NVIDIA, PyPI, EFA")
+    group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(80), "HTTP through NAT: apt mirrors")
+    return group

@@ -40,7 +40,6 @@ class PlatformStage(Stage):
             sharing=image_sharing,
             vpc=self.network.vpc,
             builder_subnets=self.network.gpu_subnets,
-            builder_security_group=self.network.node_security_group,
             logs_key=self.security.logs_key,
             data_key=self.security.data_key,
             access_log_bucket=self.security.access_log_bucket,

@@ -20,8 +20,8 @@ class NodeSecurityGroup(Construct):
     - HTTPS to the region's S3 prefix list (the gateway endpoint: node scripts, ECR layers);
     - Lustre (TCP 988, 1018-1023) inside the VPC: the file system's group lives in the storage
       stack, which depends on this one, so the rule names the VPC's range;
-    - with NAT egress only: HTTPS to anywhere (AWS APIs without endpoints, package sources) and
-      HTTP, which Ubuntu's apt mirrors serve (packages are signed; the image builds share this group).
+    - with NAT egress only: HTTPS to anywhere (AWS APIs without endpoints, container registries).
+      Nodes install nothing at boot; the image builds, which do (apt over HTTP), have a group of their own.
 
     EFA traffic between nodes has a group of its own on the EFA interfaces. DNS (the VPC resolver),
     instance metadata and the time service are link-local and not filtered by security groups.
@@ -59,4 +59,3 @@ class NodeSecurityGroup(Construct):
             group.add_egress_rule(ec2.Peer.ipv4(vpc_cidr), port, "Lustre to the file system in the VPC")
         if internet_egress:
             group.add_egress_rule(ec2.Peer.any_ipv4(), https, "HTTPS through NAT")
-            group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(80), "HTTP through NAT: apt mirrors")

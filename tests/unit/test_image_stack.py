@@ -218,8 +218,15 @@ def test_infrastructure_private_gpu_subnet_imdsv2_terminates(synth: Synth, env: 
     assert get_instance_type(cfg.image.builder_instance_type).gpu_count >= 1
     subnet = infra["SubnetId"]["Fn::GetStackOutput"]
     assert subnet["StackName"] == f"{env}-Network" and "gpuSubnet1Subnet" in subnet["OutputName"]
-    ((group,),) = [[g["Fn::GetStackOutput"] for g in infra["SecurityGroupIds"]]]
-    assert group["StackName"] == f"{env}-Network" and "NodesSecurityGroup" in group["OutputName"]
+    # The builders' own group: package sources over HTTPS and HTTP, nothing in; the GPU nodes' group stays
+    # at what a node calls.
+    ((group,),) = [[g["Fn::GetAtt"] for g in infra["SecurityGroupIds"]]]
+    builder = stack.json["Resources"][group[0]]["Properties"]
+    assert "SecurityGroupIngress" not in builder
+    assert {(r["CidrIp"], r["FromPort"], r["ToPort"]) for r in builder["SecurityGroupEgress"]} == {
+        ("0.0.0.0/0", 443, 443),
+        ("0.0.0.0/0", 80, 80),
+    }
     assert infra["InstanceMetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}
     assert infra["TerminateInstanceOnFailure"] is True
     assert "KeyPair" not in infra
