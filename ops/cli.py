@@ -138,14 +138,15 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"AWS {err.operation_name}: {info.get('Code')}: {info.get('Message')}")
     except BotoCoreError as err:
         return _fail(f"AWS: {err}")
+    except typer.Abort:
+        return _fail("gpu-platform: aborted")
+    except typer.TyperException as err:  # usage errors: the parser's own message, exit 2
+        show = getattr(err, "show", None)
+        if show is None:
+            return _fail(f"gpu-platform: {err}")
+        show()
+        return int(getattr(err, "exit_code", 2))
     except Exception as err:
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            return err.exit_code
-        if isinstance(err, click.exceptions.Abort):
-            return _fail("aborted")
         if os.environ.get("GPU_PLATFORM_DEBUG"):
             raise
         return _fail(
