@@ -16,14 +16,38 @@ export CDK_DISABLE_VERSION_CHECK := true
 
 CDK := cdk --no-notices
 ENV_CONTEXT := $(if $(ENV),-c env=$(ENV),)
+GPU_PLATFORM := $(VENV)/bin/gpu-platform
+NEED_ENV = @test -n "$(ENV)" || { echo "usage: make $@ ENV=<dev|staging|prod>" >&2; exit 2; }
 
-.PHONY: setup synth synth-pipeline lint-templates test lint bench diff deploy clean
+.DEFAULT_GOAL := help
+.PHONY: help setup venv-too-old synth synth-pipeline lint-templates test lint bench diff deploy clean \
+	validate preflight cost status
 
-setup: $(VENV)/.installed node_modules/.installed
+## help: this list (what a bare `make` prints)
+help:
+	@echo "make <target> (ENV=dev|staging|prod where a target needs one):"
+	@sed -n 's/^## \([a-z-]*\): \(.*\)/\1|\2/p' $(MAKEFILE_LIST) | awk -F'|' '{printf "  %-16s %s\n", $$1, $$2}'
+
+## setup: the venv (Python 3.11+, requirements, this project: .venv/bin/gpu-platform), Node.js 22, the CDK CLI
+setup: $(VENV)/.installed $(VENV)/.project node_modules/.installed
+
+# A venv an older Python made (or one whose Python is gone) is rebuilt, with a message saying so.
+VENV_TOO_OLD := $(shell test -e $(VENV) || exit 0; $(PY) -c 'import sys; print(sys.version_info < (3, 11))' 2>/dev/null || echo True)
+ifeq ($(VENV_TOO_OLD),True)
+$(VENV)/.installed: venv-too-old
+endif
+venv-too-old:
+	@echo "$(VENV) was made by $$($(PY) --version 2>&1 || echo 'a Python that no longer runs'); this project needs 3.11+: rebuilding it with $(PYTHON)" >&2
+	rm -rf $(VENV)
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "$(PYTHON) is $$($(PYTHON) --version 2>&1); this project needs 3.11+; fix: make setup PYTHON=python3.11 (or newer)" >&2; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+$(VENV)/.project: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -31,19 +55,22 @@ node_modules/.installed: package.json package-lock.json
 	node --version | grep -q '^v22\.'
 	touch $@
 
-## synth: every environment (or ENV=dev) into cdk.out/, rule packs enforced, then cfn-lint
+## synth: every environment (or ENV=dev) into cdk.out/, rule packs enforced, then cfn-lint (a failed synth keeps the previous cdk.out/)
 synth: setup
-	rm -rf cdk.out
-	$(CDK) synth --quiet $(ENV_CONTEXT)
+	rm -rf cdk.out.new
+	$(CDK) synth --quiet $(ENV_CONTEXT) --output cdk.out.new || { rm -rf cdk.out.new; echo "synth failed: the previous cdk.out/ is kept" >&2; exit 1; }
+	rm -rf cdk.out && mv cdk.out.new cdk.out
 	$(MAKE) --no-print-directory lint-templates
 
 ## synth-pipeline: the pipeline stack with every environment of its promotion list under it, into cdk.out/
 ## (what the pipeline's Build step runs, scripts/ci/synth.sh), rule packs enforced, then cfn-lint
 synth-pipeline: setup
-	rm -rf cdk.out
-	$(CDK) synth --quiet -c pipeline=true
+	rm -rf cdk.out.new
+	$(CDK) synth --quiet -c pipeline=true --output cdk.out.new || { rm -rf cdk.out.new; echo "synth failed: the previous cdk.out/ is kept" >&2; exit 1; }
+	rm -rf cdk.out && mv cdk.out.new cdk.out
 	$(MAKE) --no-print-directory lint-templates
 
+## lint-templates: cfn-lint on the templates in cdk.out/
 lint-templates:
 	$(VENV)/bin/cfn-lint
 	@echo "cfn-lint: $$(find cdk.out -name '*.template.json' | wc -l) templates clean"
@@ -54,6 +81,7 @@ test: setup
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -n 2
 
+## lint: ruff check and ruff format --check
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -62,17 +90,39 @@ lint: setup
 bench: setup
 	$(PY) scripts/bench_synth.py
 
-## diff / deploy one environment from a laptop with credentials: make deploy ENV=dev
-## Both synthesize and lint the environment first, then work from that cloud assembly (cdk.out/).
+# diff / deploy one environment from a laptop with credentials: make deploy ENV=dev
+# Both synthesize and lint the environment first, then work from that cloud assembly (cdk.out/).
+## diff: make synth ENV=.., then cdk diff of that assembly against the account (credentials)
 diff: setup
 	@test -n "$(ENV)" || { echo "usage: make diff ENV=<dev|staging|prod>" >&2; exit 2; }
 	$(MAKE) --no-print-directory synth ENV=$(ENV)
 	$(CDK) diff --app cdk.out '$(ENV)/*'
 
+## deploy: make synth ENV=.., then cdk deploy of that assembly (credentials, a bootstrapped account)
 deploy: setup
 	@test -n "$(ENV)" || { echo "usage: make deploy ENV=<dev|staging|prod>" >&2; exit 2; }
 	$(MAKE) --no-print-directory synth ENV=$(ENV)
 	$(CDK) deploy --app cdk.out '$(ENV)/*' --require-approval broadening
 
+## validate: gpu-platform validate: the config as synth reads it, clock checks and placeholders (no AWS, under 1 s)
+validate: setup
+	$(GPU_PLATFORM) validate $(if $(ENV),--env $(ENV),)
+
+## preflight: gpu-platform preflight --env ENV: will a deploy succeed in this account (credentials)
+preflight: setup
+	$(NEED_ENV)
+	$(GPU_PLATFORM) preflight --env $(ENV)
+
+## cost: gpu-platform cost --env ENV: hourly and monthly cost per fleet and in total
+cost: setup
+	$(NEED_ENV)
+	$(GPU_PLATFORM) cost --env $(ENV)
+
+## status: gpu-platform status --env ENV: what runs now (credentials)
+status: setup
+	$(NEED_ENV)
+	$(GPU_PLATFORM) status --env $(ENV)
+
+## clean: remove cdk.out/ and test caches
 clean:
-	rm -rf cdk.out .pytest_cache
+	rm -rf cdk.out cdk.out.new .pytest_cache

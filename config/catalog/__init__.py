@@ -199,7 +199,9 @@ def load_catalog(path: Path | str = CATALOG_PATH) -> dict[str, InstanceType]:
 
 def _unknown(what: str, name: str, known: list[str], listing: str, path: Path) -> UnknownInstanceType:
     close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=_SUGGESTION_CUTOFF)
-    hint = f"did you mean {close[0]}?" if close else listing
+    family = name.lower().split(".", 1)[0]
+    refresh = f"to add a GPU family or size, run scripts/refresh_instance_catalog.py --families {family}"
+    hint = f"did you mean {close[0]}?" if close else f"{listing}; {refresh}"
     return UnknownInstanceType(f"{what}{name} is not in the GPU instance catalog; {hint} ({_display(path)})")
 
 

@@ -17,6 +17,10 @@
 # CHECK_PYTHON: a Python that already has boto3, pydantic and PyYAML (tests);
 # by default the pinned versions of requirements.txt are installed into a
 # throw-away virtual environment (the check needs neither the CDK nor Node.js).
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then  # the comment above is the usage; run nothing
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+    exit 0
+fi
 set -euo pipefail
 
 env_name="${1:?usage: scripts/ci/post_deploy_check.sh <env>}"

@@ -8,6 +8,10 @@
 # 2. The templates that differ from the committed snapshots (what `make test`
 #    fails on): the snapshot tests are run again with --snapshot-update and the
 #    working tree's diff is shown; the checkout is a throw-away CI copy.
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then  # the comment above is the usage; run nothing
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+    exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

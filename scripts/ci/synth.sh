@@ -8,6 +8,10 @@
 # environment of config/pipeline/pipeline.yaml's promotion list, into cdk.out/
 # (rule packs enforced, then cfn-lint). A failure stops the pipeline before it
 # updates itself or deploys anything.
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then  # the comment above is the usage; run nothing
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+    exit 0
+fi
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

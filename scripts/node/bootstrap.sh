@@ -48,6 +48,10 @@
 # spaces), LOG_FLUSH_WAIT_S [10: seconds given to the agent to ship the log before ABANDON]; the
 # scratch step's own (SCRATCH_MOUNT_POINT, FSTAB, LSBLK_BIN, BLKID_BIN, MKFS_BIN, MOUNT_BIN, ...)
 # reach mount-scratch.sh through the environment.
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then  # the comment above is the usage; run nothing
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+    exit 0
+fi
 set -euo pipefail
 umask 022
 

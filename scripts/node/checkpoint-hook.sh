@@ -25,6 +25,10 @@
 # Exit status: 0 every signalled job wrote a new checkpoint; 1 bad configuration or no checkpoint
 # directory; 2 no training job to signal; 3 a job wrote nothing before the timeout; 4 the other
 # watcher's request did not finish within CHECKPOINT_LOCK_WAIT. A reused outcome exits with its status.
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then  # the comment above is the usage; run nothing
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+    exit 0
+fi
 set -euo pipefail
 
 readonly TRAINING_PID_DIR="${TRAINING_PID_DIR:-/run/gpu-platform/jobs}"

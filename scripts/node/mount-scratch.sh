@@ -26,6 +26,10 @@
 #
 # Exit status: 0 mounted, already mounted, or no scratch device; 1 a present device could not be
 # assembled, formatted or mounted (the bootstrap then abandons the launch).
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then  # the comment above is the usage; run nothing
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+    exit 0
+fi
 set -euo pipefail
 
 readonly MOUNT_POINT="${SCRATCH_MOUNT_POINT:-/scratch}"

@@ -138,7 +138,8 @@ def test_unknown_type_without_a_close_match_lists_the_families() -> None:
         get_instance_type("m5.large")
     assert str(info.value) == (
         "m5.large is not in the GPU instance catalog; it lists the families "
-        "p4d, p4de, p5, p5e, p5en, g4dn, g5, g6, g6e (config/catalog/gpu_instances.csv)"
+        "p4d, p4de, p5, p5e, p5en, g4dn, g5, g6, g6e; to add a GPU family or size, run "
+        "scripts/refresh_instance_catalog.py --families m5 (config/catalog/gpu_instances.csv)"
     )
 
 

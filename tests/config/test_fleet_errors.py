@@ -62,7 +62,7 @@ CASES = [
     pytest.param(
         fleet(instance_types=["m5.large"], efa=False, placement="none"),
         [
-            "dev.yaml: fleets[0].instance_types[0]: m5.large is not in the GPU instance catalog; it lists the families p4d, p4de, p5, p5e, p5en, g4dn, g5, g6, g6e (config/catalog/gpu_instances.csv)"
+            "dev.yaml: fleets[0].instance_types[0]: m5.large is not in the GPU instance catalog; it lists the families p4d, p4de, p5, p5e, p5en, g4dn, g5, g6, g6e; to add a GPU family or size, run scripts/refresh_instance_catalog.py --families m5 (config/catalog/gpu_instances.csv)"
         ],
         id="unknown-family",
     ),

@@ -112,7 +112,8 @@ CASES = [
         _set("builder_instance_type", "m5.large"),
         [
             "dev.yaml: image.builder_instance_type: m5.large is not in the GPU instance catalog; it lists the families "
-            "p4d, p4de, p5, p5e, p5en, g4dn, g5, g6, g6e (config/catalog/gpu_instances.csv); "
+            "p4d, p4de, p5, p5e, p5en, g4dn, g5, g6, g6e; to add a GPU family or size, run "
+            "scripts/refresh_instance_catalog.py --families m5 (config/catalog/gpu_instances.csv); "
             "fix: use a GPU instance type of the catalog, e.g. g5.2xlarge"
         ],
         id="builder-without-gpu",

@@ -1,0 +1,159 @@
+"""The ``gpu-platform`` command: one Typer app, one function per subcommand.
+
+Exit codes everywhere: 0 fine, 1 findings (ERROR, or WARNING with --strict), 2 usage or config
+error. A config error, missing credentials or an AWS error is one line on stderr, never a
+traceback (set GPU_PLATFORM_DEBUG=1 to see one for an unexpected error).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from config.loader import CONFIG_DIR, ConfigError
+
+NO_CREDENTIALS = (
+    "no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (the shipped configs use "
+    "placeholder account ids: set yours in config/<env>.yaml)"
+)
+
+app = typer.Typer(
+    name="gpu-platform",
+    help="Operate the GPU platform: validate the config, check an account, estimate cost, show what runs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+EnvOption = Annotated[str, typer.Option("--env", "-e", help="environment: the name of a config/<env>.yaml")]
+JsonOption = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
+ConfigDirOption = Annotated[Path, typer.Option("--config-dir", help="folder of the <env>.yaml files")]
+
+
+class NotAvailable(Exception):
+    """A subcommand whose module is not part of this build."""
+
+
+@app.command(epilog="Example: gpu-platform validate --env dev --strict")
+def validate(
+    env: Annotated[
+        list[str] | None, typer.Option("--env", "-e", help="environment(s) to check; all by default")
+    ] = None,
+    json_out: JsonOption = False,
+    strict: Annotated[bool, typer.Option("--strict", help="exit 1 on WARNINGs too")] = False,
+    config_dir: ConfigDirOption = CONFIG_DIR,
+) -> None:
+    """Check the config as synth does, plus clock checks (Capacity Block windows) and placeholders; no AWS."""
+    from ops.findings import exit_code
+    from ops.validate import validate as run
+
+    findings = run(env or None, config_dir)
+    code = exit_code(findings, strict)
+    if json_out:
+        print(json.dumps({"findings": [f.as_dict() for f in findings], "exit_code": code}, indent=2))
+    else:
+        console = Console(highlight=False)
+        colour = {"ERROR": "red", "WARNING": "yellow", "INFO": "blue"}
+        for f in findings:
+            fix = f"; fix: {f.fix}" if f.fix else ""
+            console.print(f"[{colour[f.level.value]}]{f.level.value}[/] {f.check}: {f.message}{fix}", soft_wrap=True)
+        counts = {level: sum(f.level.value == level for f in findings) for level in colour}
+        summary = ", ".join(f"{n} {level}" for level, n in counts.items() if n) or "no findings"
+        console.print(f"{'config valid' if code == 0 else 'config has findings'}: {summary}")
+    raise typer.Exit(code)
+
+
+@app.command(epilog="Example: gpu-platform cost --env prod --json")
+def cost(
+    env: EnvOption,
+    json_out: JsonOption = False,
+    live: Annotated[
+        bool, typer.Option("--live", help="Spot and Capacity Block prices from the account (needs credentials)")
+    ] = False,
+    config_dir: ConfigDirOption = CONFIG_DIR,
+) -> None:
+    """Hourly and monthly cost per fleet and in total, at min/desired/max, against all On-Demand."""
+    from ops.cost.command import cost_command
+
+    raise typer.Exit(cost_command(env, json_out, live, config_dir))
+
+
+@app.command(epilog="Example: gpu-platform preflight --env dev")
+def preflight(env: EnvOption, json_out: JsonOption = False) -> None:
+    """Will a deploy succeed in this account: identity, zones, quotas, reservations, AMIs (needs credentials)."""
+    try:
+        from ops.preflight.command import preflight_command
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("ops.preflight"):
+            raise
+        raise NotAvailable("preflight") from None
+    raise typer.Exit(preflight_command(env, json_out))
+
+
+@app.command(epilog="Example: gpu-platform status --env dev")
+def status(env: EnvOption, json_out: JsonOption = False) -> None:
+    """What runs now: fleets, instances, GPU utilization, alarms, Spot notices (needs credentials)."""
+    try:
+        from ops.status_command import status_command
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("ops.status"):
+            raise
+        raise NotAvailable("status") from None
+    raise typer.Exit(status_command(env, json_out))
+
+
+def _fail(line: str) -> int:
+    print(line, file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app and turn known failures into one line and exit 2."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+
+    try:
+        # Outside standalone mode click returns the code a command exits with (typer.Exit).
+        result = app(args=argv, standalone_mode=False)
+    except typer.Exit as done:
+        return done.exit_code
+    except SystemExit as done:  # click's own exits (--help)
+        return int(done.code or 0)
+    except ConfigError as err:
+        for line in err.lines:
+            print(line, file=sys.stderr)
+        return 2
+    except NotAvailable as err:
+        return _fail(f"gpu-platform {err}: not available in this build")
+    except (NoCredentialsError, PartialCredentialsError):
+        return _fail(NO_CREDENTIALS)
+    except ClientError as err:
+        info = err.response.get("Error", {})
+        return _fail(f"AWS {err.operation_name}: {info.get('Code')}: {info.get('Message')}")
+    except BotoCoreError as err:
+        return _fail(f"AWS: {err}")
+    except typer.Abort:
+        return _fail("gpu-platform: aborted")
+    except typer.TyperException as err:  # usage errors: the parser's own message, exit 2
+        show = getattr(err, "show", None)
+        if show is None:
+            return _fail(f"gpu-platform: {err}")
+        show()
+        return int(getattr(err, "exit_code", 2))
+    except Exception as err:
+        if os.environ.get("GPU_PLATFORM_DEBUG"):
+            raise
+        return _fail(
+            f"gpu-platform: unexpected {type(err).__name__}: {err}; set GPU_PLATFORM_DEBUG=1 for the traceback"
+        )
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""The checked-in price table: ``prices.yaml`` next to this file plus the catalog's On-Demand column."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from config.catalog import load_catalog
+from config.loader import ConfigError, display_path, read_mapping
+
+PRICES_PATH = Path(__file__).resolve().parent / "prices.yaml"
+HOURS_PER_MONTH = 730
+
+
+@dataclass(frozen=True)
+class Price:
+    """One figure of the table and where it comes from."""
+
+    usd: float
+    source: str
+    as_of: str | None
+
+
+@dataclass
+class PriceTable:
+    region: str
+    data: dict[str, Any]
+    path: Path = PRICES_PATH
+    #: --live results: (instance type, zone) -> Spot price; instance type -> Capacity Block hourly price.
+    live_spot: dict[tuple[str, str], float] = field(default_factory=dict)
+    live_blocks: dict[str, float] = field(default_factory=dict)
+    live_as_of: str | None = None
+
+    def _problem(self, where: str, text: str) -> ConfigError:
+        return ConfigError([f"{display_path(self.path)}: {where}: {text}"])
+
+    @property
+    def source(self) -> str:
+        live = f"; Spot and Capacity Blocks live from the account at {self.live_as_of}" if self.live_as_of else ""
+        return f"{display_path(self.path)} and {self.data['on_demand']['source']}{live}"
+
+    @property
+    def as_of(self) -> str:
+        """The oldest date of the figures the table holds (the On-Demand column's, today)."""
+        dates = [self.data["on_demand"]["as_of"], self.data["spot"]["as_of"]]
+        return min(str(d) for d in dates if d)
+
+    def on_demand(self, instance_type: str) -> Price:
+        od = self.data["on_demand"]
+        if self.region != od["region"]:
+            raise self._problem(
+                "on_demand.region",
+                f"the catalog's On-Demand prices are for {od['region']}, the environment is in {self.region}; "
+                f"fix: deploy to {od['region']} or add that region's prices",
+            )
+        price = load_catalog()[instance_type].on_demand_usd_per_hour
+        if price is None:
+            raise ConfigError(
+                [
+                    f"config/catalog/gpu_instances.csv: {instance_type}.on_demand_usd_per_hour: empty; "
+                    "fix: write its On-Demand price (config/catalog/SOURCES.md says how)"
+                ]
+            )
+        return Price(price, od["source"], str(od["as_of"]))
+
+    def spot(self, instance_type: str, zones: list[str]) -> Price:
+        """The mean Spot price over ``zones``: live, else an observed zone price, else the estimate."""
+        spot = self.data["spot"]
+        region = spot.get(self.region)
+        if region is None:
+            raise self._problem(f"spot.{self.region}", "missing; fix: add the region's Spot figures or use --live")
+        family = instance_type.split(".", 1)[0]
+        observed = region.get("zones") or {}
+        prices, live = [], True
+        for zone in zones:
+            if (instance_type, zone) in self.live_spot:
+                prices.append(self.live_spot[(instance_type, zone)])
+                continue
+            live = False
+            if zone in observed.get(instance_type, {}):
+                prices.append(float(observed[instance_type][zone]))
+                continue
+            discount = region.get("discount_by_family", {}).get(family)
+            if discount is None:
+                raise self._problem(
+                    f"spot.{self.region}.discount_by_family.{family}",
+                    "missing; fix: add the family's Spot discount or an observed zone price, or use --live",
+                )
+            prices.append(self.on_demand(instance_type).usd * (1 - float(discount)))
+        if live and zones:
+            return Price(sum(prices) / len(prices), "DescribeSpotPriceHistory", self.live_as_of)
+        return Price(sum(prices) / len(prices), spot["source"], str(spot["as_of"]))
+
+    def capacity_block(self, instance_type: str) -> Price | None:
+        """A Capacity Block's price per instance-hour, or None where neither the table nor --live has one."""
+        if instance_type in self.live_blocks:
+            return Price(self.live_blocks[instance_type], "DescribeCapacityBlockOfferings", self.live_as_of)
+        blocks = self.data["capacity_blocks"]
+        usd = (blocks.get(self.region) or {}).get(instance_type)
+        return Price(float(usd), blocks["source"], str(blocks["as_of"])) if usd is not None else None
+
+    def service(self, key: str, sub: str | None = None) -> Price:
+        region = self.data["services"].get(self.region)
+        if region is None:
+            raise self._problem(f"services.{self.region}", "missing; fix: add the region's service prices")
+        item = region.get(key)
+        where = f"services.{self.region}.{key}"
+        if sub is not None:
+            item = (item or {}).get(sub)
+            where += f".{sub}"
+        if item is None:
+            raise self._problem(where, "missing; fix: add it with usd, source and as_of from the AWS pricing page")
+        return Price(float(item["usd"]), str(item["source"]), str(item["as_of"]))
+
+
+def load_prices(region: str, path: Path = PRICES_PATH) -> PriceTable:
+    shown = display_path(path)
+    data = read_mapping(
+        path, shown, what="the price table", missing_fix="restore ops/cost/prices.yaml", first_field="on_demand:"
+    )
+    for key in ("on_demand", "spot", "capacity_blocks", "services"):
+        if not isinstance(data.get(key), dict):
+            raise ConfigError([f"{shown}: {key}: missing; fix: restore the section from ops/cost/prices.yaml"])
+    return PriceTable(region=region, data=data, path=path)

@@ -1,0 +1,99 @@
+"""``gpu-platform validate``: the config alone, as synth reads it, plus checks that need a clock.
+
+No synth and no AWS call. The config rules are the ones ``app.py`` runs (``load_platform``), so
+a config error here is the same one-line error synth prints. On top of them:
+
+- a Capacity Block whose window has ended is an ERROR: its fleet could never launch (an instance
+  of a block runs only inside the block's window), and Auto Scaling refuses to create the
+  fleet's scheduled actions with a start time in the past;
+- a Capacity Block whose window is already open (past the fleet's scale-up action, start + 5 min)
+  is a WARNING: a fleet already deployed keeps its actions, but a first deploy of it fails for
+  the same reason, and a redeploy during the block replaces nothing (Capacity Block fleets are
+  not refreshed) yet touches a group whose jobs are running;
+- the example notification address (example.com/.net/.org, RFC 2606) and the placeholder
+  account ids of the shipped configs (one digit twelve times) are WARNINGs: valid, but nobody
+  receives the alerts and the deploy goes to an account that is not yours.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from config.loader import CONFIG_DIR, display_path, load_platform
+from config.schema import Environment
+from ops.findings import Finding, Level
+
+#: The fleet's scale-up action runs this long after the block starts (gpu_constructs/fleet/gpu_fleet.py).
+BLOCK_START_DELAY = timedelta(minutes=5)
+_PLACEHOLDER_ACCOUNT = re.compile(r"^(\d)\1{11}$")
+_EXAMPLE_DOMAIN = re.compile(r"@(.+\.)?example\.(com|net|org)$", re.IGNORECASE)
+
+
+def clock_findings(env: Environment, shown: str, now: datetime) -> list[Finding]:
+    findings = []
+    for i, fleet in enumerate(env.fleets):
+        block = fleet.capacity_block
+        if block is None:
+            continue
+        field = f"fleets[{i}].capacity_block"
+        if block.end <= now:
+            findings.append(
+                Finding(
+                    "capacity-block-window",
+                    Level.ERROR,
+                    f"{shown}: {field}: the block {block.id} ended at {block.end.isoformat()}",
+                    "set id, start and end of a block you have bought, or remove capacity_block and the fleet",
+                )
+            )
+        elif block.start + BLOCK_START_DELAY <= now:
+            findings.append(
+                Finding(
+                    "capacity-block-window",
+                    Level.WARNING,
+                    f"{shown}: {field}: the block {block.id} is open since {block.start.isoformat()}; a first "
+                    "deploy of this fleet now fails (Auto Scaling refuses a scheduled action in the past)",
+                    "deploy this fleet before a block starts; a fleet already deployed keeps its schedule",
+                )
+            )
+    return findings
+
+
+def placeholder_findings(env: Environment, shown: str) -> list[Finding]:
+    findings = []
+    if _PLACEHOLDER_ACCOUNT.match(env.account):
+        findings.append(
+            Finding(
+                "placeholder-account",
+                Level.WARNING,
+                f"{shown}: account: {env.account} is the shipped placeholder",
+                f"write your AWS account id (quoted) in {shown}",
+            )
+        )
+    for i, address in enumerate(env.notifications.emails):
+        if _EXAMPLE_DOMAIN.search(address):
+            findings.append(
+                Finding(
+                    "example-notification-address",
+                    Level.WARNING,
+                    f"{shown}: notifications.emails[{i}]: {address} is an example address: nobody receives the alerts",
+                    "write the on-call team's address",
+                )
+            )
+    return findings
+
+
+def validate(
+    names: Iterable[str] | None = None, config_dir: Path = CONFIG_DIR, now: datetime | None = None
+) -> list[Finding]:
+    """Findings for the named environments (all when None); a ``ConfigError`` for a config mistake."""
+    now = now or datetime.now(UTC)
+    platform = load_platform(list(names) if names is not None else None, config_dir)
+    findings: list[Finding] = []
+    for env in platform.selected_environments:
+        shown = display_path(config_dir / f"{env.name}.yaml")
+        findings.extend(clock_findings(env, shown, now))
+        findings.extend(placeholder_findings(env, shown))
+    return findings
