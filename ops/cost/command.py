@@ -18,7 +18,7 @@ def cost_command(
     json_out: bool,
     live_prices: bool = False,
     config_dir: Path = CONFIG_DIR,
-    cdk_out: Path = CONFIG_DIR.parent / "cdk.out",
+    cdk_out: Path | None = None,
     prices_path: Path = PRICES_PATH,
     ec2: object | None = None,
 ) -> int:
@@ -29,7 +29,9 @@ def cost_command(
     if live_prices:
         client = ec2 or boto3.session.Session(region_name=environment.region).client("ec2")
         notes = live.refresh(prices, environment, client)
-    result = report.estimate(environment, prices, cdk_out / f"assembly-{environment.name}", notes)
+    # The assembly synthesized from this config folder: <checkout>/cdk.out beside config/.
+    assembly = (cdk_out or config_dir.parent / "cdk.out") / f"assembly-{environment.name}"
+    result = report.estimate(environment, prices, assembly, notes)
     if json_out:
         print(json.dumps(result, indent=2))
     else:
