@@ -80,7 +80,7 @@ class MonitoringStack(PlatformStack):
         self.dashboard = PlatformDashboard(
             self,
             "Dashboard",
-            dashboard_name=names.prefix,
+            dashboard_name=names.dashboard_name,
             namespace=names.metrics_namespace,
             fleets=[FleetPanel(f.name, names.asg_name(f.name)) for f in env.fleets],
             fsx_throughput=self.fsx_alarms.throughput_metric,
