@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import CfnOutput, Duration
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -87,3 +87,9 @@ class MonitoringStack(PlatformStack):
             fsx_free_capacity=self.fsx_alarms.free_capacity_metric,
             alarms=alarms,
         ).dashboard
+        CfnOutput(
+            self,
+            "DashboardUrl",
+            value=names.dashboard_url,
+            description=f"GPU platform {env.name}: CloudWatch dashboard of the fleets, the file system and the alarms",
+        )
