@@ -20,13 +20,14 @@ from botocore.exceptions import (
     NoCredentialsError,
     PartialCredentialsError,
 )
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from config.errors import ConfigError
 from config.loader import CONFIG_DIR, display_path, load_environment
 from ops.findings import exit_code
-from ops.status import EnvironmentStatus, collect
+from ops.status import NOTICE_PREFIX, EnvironmentStatus, InstanceStatus, collect
 
 NO_CREDENTIALS = (
     "no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
@@ -94,12 +95,27 @@ def _percent(value: float | None) -> str:
     return "no data" if value is None else f"{value:g} %"
 
 
+def _instances_table(fleet: str, instances: list[InstanceStatus]) -> Table:
+    """One row per instance. AMI: ``latest`` when it is the parameter's value (printed above), ``old`` when not
+    (its id is in the finding); state: the lifecycle state, with the health when not Healthy."""
+    table = Table(title=f"{fleet}: instances", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for column in ("instance", "type", "market", "zone", "state", "AMI", "uptime", "Spot notice"):
+        table.add_column(column, no_wrap=True)
+    for i in instances:
+        ami = {True: "latest", False: "old", None: "?"}[i.ami_is_latest]
+        market = i.market + (f" {i.capacity_reservation}" if i.capacity_reservation else "")
+        state = i.lifecycle_state + ("" if i.health == "Healthy" else f", {i.health}")
+        notice = i.interruption.removeprefix(NOTICE_PREFIX) if i.interruption else "-"  # terminate, stop
+        table.add_row(i.instance_id, i.instance_type, market, i.zone, state, ami, _uptime(i.uptime_s), notice)
+    return table
+
+
 def render(status: EnvironmentStatus, console: Console) -> None:
     console.print(f"[bold]{status.environment}[/bold] ({status.account}, {status.region})")
     # Long lines stay whole (soft wrap) so that a URL or an id can be copied from the terminal.
     console.print(f"dashboard: {status.dashboard_url}", soft_wrap=True)
     console.print(f"AMI parameter {status.ami_parameter}: {status.latest_ami or 'not found'}", soft_wrap=True)
-    fleets = Table(title="fleets")
+    fleets = Table(title="fleets", box=box.SIMPLE_HEAD)
     for column in ("fleet", "group", "min/desired/max", "in service", "pending", "GPU util 15 min (avg/max)"):
         fleets.add_column(column)
     for f in status.fleets:
@@ -111,26 +127,9 @@ def render(status: EnvironmentStatus, console: Console) -> None:
             f.name, f.group_name, f"{f.minimum}/{f.desired}/{f.maximum}", str(f.in_service), str(f.pending), utilization
         )
     console.print(fleets)
-    instances = Table(title="instances")
-    for column in ("fleet", "instance", "type", "market", "zone", "state", "health", "AMI", "uptime", "Spot notice"):
-        instances.add_column(column, overflow="fold")
     for f in status.fleets:
-        for i in f.instances:
-            ami = i.ami + ("" if i.ami_is_latest in (True, None) else " (not latest)")
-            market = i.market + (f" {i.capacity_reservation}" if i.capacity_reservation else "")
-            instances.add_row(
-                f.name,
-                i.instance_id,
-                i.instance_type,
-                market,
-                i.zone,
-                i.lifecycle_state,
-                i.health,
-                ami,
-                _uptime(i.uptime_s),
-                i.interruption or "-",
-            )
-    console.print(instances)
+        if f.instances:
+            console.print(_instances_table(f.name, f.instances))
     console.print(f"alarms in ALARM: {len(status.alarms)}")
     for alarm in status.alarms:
         console.print(f"  {alarm.name}: {alarm.reason}", soft_wrap=True, markup=False)
