@@ -21,7 +21,7 @@ NEED_ENV = @test -n "$(ENV)" || { echo "usage: make $@ ENV=<dev|staging|prod>" >
 
 .DEFAULT_GOAL := help
 .PHONY: help setup venv-too-old synth synth-pipeline lint-templates test lint bench diff deploy clean \
-	validate preflight cost status
+	validate preflight cost status destroy diagram
 
 ## help: this list (what a bare `make` prints)
 help:
@@ -122,6 +122,17 @@ cost: setup
 status: setup
 	$(NEED_ENV)
 	$(GPU_PLATFORM) status --env $(ENV)
+
+## destroy: empty and delete one environment's stacks (make destroy ENV=dev; protected ones: ARGS=--allow-prod)
+destroy: setup
+	$(NEED_ENV)
+	$(MAKE) --no-print-directory synth ENV=$(ENV)
+	$(PY) scripts/destroy_environment.py $(ENV) $(ARGS)
+
+## diagram: docs/architecture.svg from the synthesized dev assembly (a test fails when it is stale)
+diagram: setup
+	$(MAKE) --no-print-directory synth ENV=dev
+	$(PY) scripts/diagram.py
 
 ## clean: remove cdk.out/ and test caches
 clean:

@@ -133,6 +133,19 @@ class ResourceNames:
         return f"{security_stack_name}-GpuNodeRole*"
 
     @property
+    def dashboard_name(self) -> str:
+        """The environment's CloudWatch dashboard (monitoring stack)."""
+        return self.prefix
+
+    @property
+    def dashboard_url(self) -> str:
+        """The dashboard in the CloudWatch console of the environment's region."""
+        return (
+            f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region={self.region}"
+            f"#dashboards/dashboard/{self.dashboard_name}"
+        )
+
+    @property
     def alerts_topic(self) -> str:
         """The SNS topic every alarm, Spot notice and fleet notification goes to."""
         return f"{self.prefix}-alerts"

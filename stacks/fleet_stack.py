@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
+from aws_cdk import CfnOutput
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -100,6 +102,12 @@ class FleetStack(PlatformStack):
             # No node launches before it can fetch its scripts.
             gpu_fleet.auto_scaling_group.node.add_dependency(scripts.read_policy)
             self.fleets[fleet.name] = gpu_fleet
+            CfnOutput(
+                self,
+                f"GroupName{re.sub('[^A-Za-z0-9]', '', fleet.name.title())}",
+                value=gpu_fleet.auto_scaling_group.auto_scaling_group_name,
+                description=f"GPU platform {env.name}: Auto Scaling group of the {fleet.name} fleet",
+            )
 
         self.ami_rollout = self._ami_rollout(env, names, node_role)
 

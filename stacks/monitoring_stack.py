@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import CfnOutput, Duration
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -82,10 +82,16 @@ class MonitoringStack(PlatformStack):
         self.dashboard = PlatformDashboard(
             self,
             "Dashboard",
-            dashboard_name=names.prefix,
+            dashboard_name=names.dashboard_name,
             namespace=names.metrics_namespace,
             fleets=[FleetPanel(f.name, names.asg_name(f.name)) for f in env.fleets],
             fsx_throughput=self.fsx_alarms.throughput_metric,
             fsx_free_capacity=self.fsx_alarms.free_capacity_metric,
             alarms=alarms,
         ).dashboard
+        CfnOutput(
+            self,
+            "DashboardUrl",
+            value=names.dashboard_url,
+            description=f"GPU platform {env.name}: CloudWatch dashboard of the fleets, the file system and the alarms",
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration
+from aws_cdk import CfnOutput, Duration
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -138,6 +138,12 @@ class SecurityStack(PlatformStack):
             emails=env.notifications.emails,
             removal_policy=self.removal_policy,
         ).topic
+        CfnOutput(
+            self,
+            "AlertsTopicArn",
+            value=self.alerts_topic.topic_arn,
+            description=f"GPU platform {env.name}: SNS topic of every alarm, Spot notice and fleet notification",
+        )
         self.node_log_groups = {
             name: logs.LogGroup(
                 self,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import CfnOutput, Duration, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -91,3 +91,10 @@ class StorageStack(PlatformStack):
                 string_value=value,
                 description=f"GPU platform {env.name}: FSx for Lustre {key.split('/')[1]}",
             )
+        # For people (stack outputs in the console, `aws cloudformation describe-stacks`).
+        for output_id, value, description in (
+            ("DataBucketName", self.data_bucket.bucket_name, "datasets and checkpoints bucket"),
+            ("LustreDnsName", self.lustre.file_system.dns_name, "FSx for Lustre DNS name"),
+            ("LustreMountName", self.lustre.file_system.mount_name, "FSx for Lustre mount name"),
+        ):
+            CfnOutput(self, output_id, value=value, description=f"GPU platform {env.name}: {description}")
