@@ -1,0 +1,1 @@
+"""The operator command gpu-platform: validate, preflight, cost, status."""
