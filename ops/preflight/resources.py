@@ -182,7 +182,7 @@ def check_nat_eip_quotas(env: Environment, aws: Aws) -> list[Finding]:
                 )
             )
     eip_quota = aws.quota(*EIP_QUOTA) or 0.0
-    addresses = [a for a in aws.pages("ec2", "describe_addresses", "Addresses") if not _ours(a.get("Tags", []), env)]
+    addresses = [a for a in aws.client("ec2").describe_addresses()["Addresses"] if not _ours(a.get("Tags", []), env)]
     need = len(addresses) + count
     if need > eip_quota:
         findings.append(
