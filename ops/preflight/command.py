@@ -114,19 +114,20 @@ def preflight_command(
     *,
     strict: bool = False,
     assembly: Path | None = None,
+    aws: Aws | None = None,
 ) -> int:
     """Run the preflight checks of ``env``; 0 ok, 1 findings (ERROR, or WARNING with ``strict``), 2 config or
-    credentials problem (one line on stderr)."""
+    credentials problem (one line on stderr). ``aws`` replaces the clients made from ``session``."""
     try:
         environment = load_environment(env, config_dir or CONFIG_DIR)
     except ConfigError as err:
         print("\n".join(err.lines), file=sys.stderr)
         return 2
     try:
-        session = session or boto3.session.Session(region_name=environment.region)
-        if session.get_credentials() is None:
+        aws = aws or Aws(session or boto3.session.Session(region_name=environment.region))
+        if aws.session.get_credentials() is None:
             raise CredentialsProblem(NO_CREDENTIALS)
-        findings = run_checks(environment, Aws(session), assembly)
+        findings = run_checks(environment, aws, assembly)
     except CredentialsProblem as err:
         print(str(err), file=sys.stderr)
         return 2
