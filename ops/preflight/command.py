@@ -11,6 +11,7 @@ from pathlib import Path
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from config.errors import ConfigError
@@ -100,7 +101,7 @@ def render(env: Environment, findings: list[Finding], console: Console) -> None:
     for column in ("check", "level", "finding", "fix"):
         table.add_column(column, overflow="fold")
     for f in findings:
-        table.add_row(f.check, f"[{_STYLE[f.level]}]{f.level.value}[/]", f.message, f.fix)
+        table.add_row(f.check, f"[{_STYLE[f.level]}]{f.level.value}[/]", escape(f.message), escape(f.fix))
     console.print(table)
     counts = {level: sum(f.level is level for f in findings) for level in Level}
     console.print(f"{counts[Level.ERROR]} error(s), {counts[Level.WARNING]} warning(s), {counts[Level.INFO]} info")

@@ -198,6 +198,19 @@ def test_table_for_people(aws: Aws, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "0 error(s), 0 warning(s)" in out
 
 
+def test_table_shows_fixes_as_written(
+    aws: Aws, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "300")  # one line per finding
+    _bootstrapped(aws)
+    _quotas(aws, spot_g=0)
+    assert preflight_command("dev", False, _config(tmp_path), assembly=_assembly(tmp_path), aws=aws) == 1
+    out = capsys.readouterr().out
+    # rich would take "[inference]" for markup and drop it
+    assert "or lower fleets[inference].capacity.max" in out
+    assert "1 error(s), 0 warning(s)" in out
+
+
 def test_default_session_is_made_for_the_config_region(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     made: list[str | None] = []
     real = boto3.session.Session
