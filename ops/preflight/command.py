@@ -66,7 +66,8 @@ def _run_one(name: str, check: Check, env: Environment, aws: Aws) -> list[Findin
     except ClientError as err:
         if error_code(err) in _REJECTED:
             raise CredentialsProblem(
-                f"AWS rejected the credentials ({describe_failure(err)}); fix: refresh them (aws sso login, or new keys)"
+                f"AWS rejected the credentials in {env.region} ({describe_failure(err)}); fix: refresh them "
+                f"(aws sso login, or new keys), or enable {env.region} for the account if it is an opt-in region"
             ) from None
         return [Finding(name, Level.WARNING, f"could not run: {describe_failure(err)}", f"allow {READ_ACCESS}")]
     except BotoCoreError as err:

@@ -36,7 +36,19 @@ def check_account(env: Environment, aws: Aws) -> list[Finding]:
 
 def check_region(env: Environment, aws: Aws) -> list[Finding]:
     """The region is enabled for the account (an opt-in region must be enabled first)."""
-    regions = aws.client("ec2").describe_regions(AllRegions=True)["Regions"]
+    try:
+        regions = aws.client("ec2").describe_regions(AllRegions=True)["Regions"]
+    except ClientError as err:
+        if error_code(err) not in ("OptInRequired", "AuthFailure"):
+            raise
+        return [
+            Finding(
+                "region",
+                Level.ERROR,
+                f"EC2 in {env.region} refuses the account ({error_code(err)}): the region is not enabled",
+                f"enable it (aws account enable-region --region-name {env.region}) and wait until it is ENABLED",
+            )
+        ]
     status = next((r.get("OptInStatus", "") for r in regions if r["RegionName"] == env.region), None)
     if status is None:
         return [

@@ -172,7 +172,9 @@ def test_rejected_credentials_are_one_line_and_exit_2(
     )
     stub.activate()
     assert preflight_command("dev", False, _config(tmp_path), aws=aws) == 2
-    assert capsys.readouterr().err.startswith("AWS rejected the credentials (GetCallerIdentity failed (ExpiredToken")
+    err = capsys.readouterr().err
+    assert err.startswith("AWS rejected the credentials in us-east-1 (GetCallerIdentity failed (ExpiredToken")
+    assert len(err.splitlines()) == 1
 
 
 def test_denied_check_is_a_warning_naming_the_call(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from botocore.stub import Stubber
+
 from ops.findings import Level
 from ops.preflight.aws import Aws
 from ops.preflight.identity import BOOTSTRAP_VERSION_PARAMETER, check_account, check_bootstrap, check_region
@@ -66,6 +68,14 @@ def test_region_not_opted_in_is_an_error(aws: Aws) -> None:
     [finding] = check_region(environment("dev", region="ap-east-1"), aws)
     assert finding.level is Level.ERROR and "not-opted-in" in finding.message
     assert "enable-region --region-name ap-east-1" in finding.fix
+
+
+def test_region_refused_by_ec2_is_an_error(aws: Aws) -> None:
+    stub = Stubber(aws.client("ec2"))
+    stub.add_client_error("describe_regions", "OptInRequired", "You are not subscribed to this service.")
+    stub.activate()
+    [finding] = check_region(environment("dev"), aws)
+    assert finding.level is Level.ERROR and "(OptInRequired): the region is not enabled" in finding.message
 
 
 def test_bootstrap_at_the_required_version(aws: Aws, tmp_path: Path) -> None:
