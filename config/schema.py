@@ -19,6 +19,7 @@ from config.fleets import Fleet
 from config.image import Image
 from config.network import RFC1918, EgressMode, Network
 from config.notifications import Notifications
+from config.preflight import Preflight
 from config.storage import Storage
 
 #: Names the stacks and other modules import from here; the network, logging and audit sections are defined
@@ -93,6 +94,7 @@ class Environment(Strict):
     image: Image = Image()
     notifications: Notifications = Notifications()
     alarms: Alarms = Alarms()
+    preflight: Preflight = Preflight()
     tags: dict[str, str]
 
     @field_validator("name")

@@ -37,10 +37,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="print one JSON documen
 ConfigDirOption = Annotated[Path, typer.Option("--config-dir", help="folder of the <env>.yaml files")]
 
 
-class NotAvailable(Exception):
-    """A subcommand whose module is not part of this build."""
-
-
 @app.command(epilog="Example: gpu-platform validate --env dev --strict")
 def validate(
     env: Annotated[
@@ -85,28 +81,25 @@ def cost(
     raise typer.Exit(cost_command(env, json_out, live, config_dir))
 
 
-@app.command(epilog="Example: gpu-platform preflight --env dev")
-def preflight(env: EnvOption, json_out: JsonOption = False) -> None:
+@app.command(epilog="Example: gpu-platform preflight --env dev --json")
+def preflight(
+    env: EnvOption,
+    json_out: JsonOption = False,
+    strict: Annotated[bool, typer.Option("--strict", help="exit 1 on WARNINGs too")] = False,
+    config_dir: ConfigDirOption = CONFIG_DIR,
+) -> None:
     """Will a deploy succeed in this account: identity, zones, quotas, reservations, AMIs (needs credentials)."""
-    try:
-        from ops.preflight.command import preflight_command
-    except ModuleNotFoundError as err:
-        if not (err.name or "").startswith("ops.preflight"):
-            raise
-        raise NotAvailable("preflight") from None
-    raise typer.Exit(preflight_command(env, json_out))
+    from ops.preflight.command import preflight_command
+
+    raise typer.Exit(preflight_command(env, json_out, config_dir, strict=strict))
 
 
-@app.command(epilog="Example: gpu-platform status --env dev")
-def status(env: EnvOption, json_out: JsonOption = False) -> None:
+@app.command(epilog="Example: gpu-platform status --env dev --json")
+def status(env: EnvOption, json_out: JsonOption = False, config_dir: ConfigDirOption = CONFIG_DIR) -> None:
     """What runs now: fleets, instances, GPU utilization, alarms, Spot notices (needs credentials)."""
-    try:
-        from ops.status_command import status_command
-    except ModuleNotFoundError as err:
-        if not (err.name or "").startswith("ops.status"):
-            raise
-        raise NotAvailable("status") from None
-    raise typer.Exit(status_command(env, json_out))
+    from ops.status_command import status_command
+
+    raise typer.Exit(status_command(env, json_out, config_dir))
 
 
 def _fail(line: str) -> int:
@@ -129,8 +122,6 @@ def main(argv: list[str] | None = None) -> int:
         for line in err.lines:
             print(line, file=sys.stderr)
         return 2
-    except NotAvailable as err:
-        return _fail(f"gpu-platform {err}: not available in this build")
     except (NoCredentialsError, PartialCredentialsError):
         return _fail(NO_CREDENTIALS)
     except ClientError as err:
