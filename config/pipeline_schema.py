@@ -111,7 +111,7 @@ def load_pipeline(config_dir: Path = CONFIG_DIR) -> Pipeline:
         path,
         shown,
         what="the pipeline's fields",
-        missing_fix="create it with the tooling account, region, connection_arn, repository, branch and promotion (README: Pipeline)",
+        missing_fix="create it with the tooling account, region, connection_arn, repository, branch and promotion (docs/operations.md: The pipeline)",
         first_field="account: <tooling account id>",
     )
     pipeline = validate_model(Pipeline, data, shown)

@@ -279,7 +279,7 @@ def judge(status: EnvironmentStatus) -> list[Finding]:
                     "ami",
                     Level.INFO,
                     f"{fleet.name}: {i.instance_id} runs {i.ami}, the parameter holds {status.latest_ami}",
-                    "the AMI rollout replaces it (README: Building a new AMI and rolling it out)",
+                    "the AMI rollout replaces it (docs/operations.md: Building a new AMI and rolling it out)",
                 )
     if status.latest_ami is None:
         message = f"AMI parameter {status.ami_parameter} not found"

@@ -162,7 +162,7 @@ def prepare(plan: Plan, session: Any, *, unprotect: bool, say: Any = print) -> N
 
 
 def leftovers(plan: Plan, names: ResourceNames, ids: dict[tuple[str, str], str]) -> list[str]:
-    """What stays after the destroy, one line each with how to delete it (README: Tearing down an environment)."""
+    """What stays after the destroy, one line each with how to delete it (docs/operations.md: Tearing down an environment)."""
     lines, seen = [], set()
     for r in plan.retained:
         name = resolved(r, ids) or f"<physical id of {r.logical_id}>"

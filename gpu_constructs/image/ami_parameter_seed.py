@@ -13,8 +13,8 @@ present, and the fleet stack could then not resolve its AMI. So the resource sta
 release, its properties exactly as deployed (CloudFormation updates a resource only when its
 template changes, and it re-reads the dynamic reference only when the reference itself changes:
 no call writes the value), with ``DeletionPolicy`` and ``UpdateReplacePolicy`` ``Retain``; a later
-release may then drop it and CloudFormation leaves the parameter in place (``README.md``,
-Upgrading an environment deployed before the AMI parameter seed).
+release may then drop it and CloudFormation leaves the parameter in place (``docs/operations.md``,
+Upgrading a deployed environment).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class AmiParameterSeed(Construct):
     - update: no call (the resource's properties change when the public bootstrap AMI does);
     - delete: no call. The value belongs to Image Builder, like the AMIs it names, which outlive
       the stack too; a rolled-back first create must not delete a value another account's
-      distribution wrote. ``README.md`` (Tearing down) says how to delete it by hand.
+      distribution wrote. ``docs/operations.md`` (Tearing down) says how to delete it by hand.
 
     The provider's role may put that one parameter only (and ``ec2:DescribeImages``, which Parameter
     Store requires of whoever creates an ``aws:ec2:image`` parameter).

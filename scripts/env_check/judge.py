@@ -128,7 +128,7 @@ def check_ami_parameter(session: boto3.Session, expected: Expectations) -> tuple
     if parameter is None:
         return False, (
             f"{expected.ami_parameter} missing: the fleet stack cannot resolve its AMI; fix: put the last AMI id "
-            "back (README.md, Upgrading an environment deployed before the AMI parameter seed)"
+            "back (docs/operations.md, Upgrading a deployed environment)"
         )
     data_type = parameter.get("DataType")
     if data_type and data_type != AMI_DATA_TYPE:

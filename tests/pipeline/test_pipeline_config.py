@@ -179,7 +179,7 @@ def test_missing_pipeline_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.chdir(tmp_path)
     assert pipeline_error(tmp_path) == [
         f"{SHOWN}: file not found; fix: create it with the tooling account, region, connection_arn, repository, "
-        "branch and promotion (README: Pipeline)"
+        "branch and promotion (docs/operations.md: The pipeline)"
     ]
 
 

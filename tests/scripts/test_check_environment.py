@@ -268,7 +268,7 @@ BREAKAGES: dict[str, tuple[Callable[[boto3.Session], Any], str]] = {
     "parameter missing": (
         _delete_parameter,
         "FAIL ami-parameter: /imagebuilder/gpu-platform/dev/ami/latest missing: the fleet stack cannot resolve its "
-        "AMI; fix: put the last AMI id back (README.md, Upgrading an environment deployed before the AMI parameter seed)",
+        "AMI; fix: put the last AMI id back (docs/operations.md, Upgrading a deployed environment)",
     ),
     "parameter of type text": (
         _text_parameter,
