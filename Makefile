@@ -52,6 +52,7 @@ lint-templates:
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy config gpu_constructs stacks scripts app.py $(wildcard ops)
 	$(PY) -m pytest -n 2
 
 lint: setup
