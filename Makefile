@@ -55,6 +55,12 @@ test: setup
 	$(VENV)/bin/mypy config gpu_constructs stacks scripts app.py $(wildcard ops)
 	$(PY) -m pytest -n 2
 
+## test-fast: the suite without the tests marked slow (CLI synth, cfn-lint, the shipped-config copy run,
+## node flows that wait on timers), to iterate; make test runs everything
+.PHONY: test-fast
+test-fast: setup
+	$(PY) -m pytest -n 2 -m "not slow"
+
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
