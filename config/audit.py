@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from config.base import Strict
 
 #: Retention periods CloudWatch Logs accepts (PutRetentionPolicy), in days.
-LOG_RETENTION_DAYS = (
+LOG_RETENTION_DAYS: tuple[int, ...] = (
     1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731,
     1096, 1827, 2192, 2557, 2922, 3288, 3653,
 )  # fmt: skip

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -78,7 +79,7 @@ _TYPE_FIXES = {
 }
 
 
-def _fix_for(err: dict[str, Any]) -> str:
+def _fix_for(err: ErrorDetails) -> str:
     kind, ctx = err["type"], err.get("ctx", {})
     if kind in _TYPE_FIXES:
         return _TYPE_FIXES[kind]
@@ -96,18 +97,18 @@ def _fix_for(err: dict[str, Any]) -> str:
     return f"make it {m.group(1)}" if m else "correct the value"
 
 
-def _problem(err: dict[str, Any]) -> str:
+def _problem(err: ErrorDetails) -> str:
     """pydantic's message without its parser detail ("..., unable to interpret input")."""
     return err["msg"].split(", unable to", 1)[0]
 
 
-def _describe(err: dict[str, Any], model: type[BaseModel]) -> list[tuple[str, str]]:
+def _describe(err: ErrorDetails, model: type[BaseModel]) -> list[tuple[str, str]]:
     """(field path, problem-and-fix text) pairs for one pydantic error."""
     loc = list(err["loc"])
     kind = err["type"]
     if kind == "value_error":
         out = []
-        for text in str(err["ctx"]["error"]).split("\n"):
+        for text in str(err.get("ctx", {}).get("error", err["msg"])).split("\n"):
             # Cross-field rules name their field relative to the model that ran them: "@path: message".
             if text.startswith("@"):
                 relative, _, text = text[1:].partition(": ")
@@ -141,7 +142,7 @@ def validate_model(model: type[M], data: dict[str, Any], shown: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        lines = []
+        lines: list[str] = []
         for e in err.errors(include_url=False):
             lines.extend(f"{shown}: {field}: {text}" for field, text in _describe(e, model))
         raise ConfigError(lines) from None

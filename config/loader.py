@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -37,7 +37,10 @@ __all__ = [
 
 #: PyYAML's safe loader on libyaml (the PyYAML wheels bundle it): about ten times faster than the
 #: pure-Python one; the same loader without libyaml.
-FAST_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:  # both offer SafeLoader's interface; the checker is shown one class to derive from
+    FAST_SAFE_LOADER = yaml.SafeLoader
+else:
+    FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def safe_load(text: str) -> Any:

@@ -14,7 +14,8 @@ PER_UNIT_THROUGHPUT = {"PERSISTENT_1": (50, 100, 200), "PERSISTENT_2": (125, 250
 #: Baseline throughput of scratch file systems, MB/s per TiB (FSx for Lustre performance table).
 SCRATCH_MB_PER_TIB = 200
 MAX_ASSOCIATIONS = 8  # FSx for Lustre: at most 8 data repository associations per file system
-EVENTS = ("NEW", "CHANGED", "DELETED")
+Event = Literal["NEW", "CHANGED", "DELETED"]
+EVENTS: tuple[Event, ...] = ("NEW", "CHANGED", "DELETED")
 
 
 class DeploymentType(StrEnum):
@@ -26,9 +27,6 @@ class DeploymentType(StrEnum):
     @property
     def persistent(self) -> bool:
         return self.value.startswith("PERSISTENT")
-
-
-Event = Literal["NEW", "CHANGED", "DELETED"]
 
 
 class DataRepositoryAssociation(Strict):

@@ -1,7 +1,7 @@
 """Constructs of the GPU platform, one package per concern; stacks (``stacks/``) compose them.
 
 - ``compliance``: acknowledging a rule-pack finding with its reason; SDK calls made by custom resources
-  under the platform's rules (every concern uses both).
+  under the platform's rules; an L2 construct's L1 resource, typed (every concern uses them).
 - ``network``: the VPC, its endpoints and the security groups of nodes and the EFA fabric.
 - ``security``: KMS keys, the audit trail, the node role, the permissions boundary, Session Manager.
 - ``storage``: hardened S3 buckets and FSx for Lustre.

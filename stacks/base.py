@@ -12,7 +12,7 @@ from config.naming import ResourceNames
 from config.schema import LOG_RETENTION_DAYS
 
 # RetentionDays lists its members in the same order as CloudWatch's allowed values.
-_RETENTION = dict(zip(LOG_RETENTION_DAYS, list(logs.RetentionDays), strict=False))
+_RETENTION: dict[int, logs.RetentionDays] = dict(zip(LOG_RETENTION_DAYS, list(logs.RetentionDays), strict=False))
 
 
 class PlatformStack(Stack):

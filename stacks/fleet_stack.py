@@ -16,6 +16,7 @@ from constructs import Construct
 from config import Environment
 from config.catalog import get_instance_type
 from config.naming import ResourceNames
+from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.fleet.ami_rollout import AmiRollout, FleetRollout, refresh_preferences
 from gpu_constructs.fleet.gpu_fleet import GpuFleet
 from gpu_constructs.fleet.node_scripts import publish_node_scripts
@@ -118,7 +119,9 @@ class FleetStack(PlatformStack):
             FleetRollout(
                 fleet_name=fleet.name,
                 group_name=names.asg_name(fleet.name),
-                launch_template_ids=[t.launch_template_id for t in self.fleets[fleet.name].launch_templates.values()],
+                launch_template_ids=[
+                    cfn_child(t, ec2.CfnLaunchTemplate).ref for t in self.fleets[fleet.name].launch_templates.values()
+                ],
                 preferences=refresh_preferences(
                     fleet.rollout,
                     [names.fleet_alarm(fleet.name, alarm.value) for alarm in fleet.rollout.rollback_alarms],

@@ -90,11 +90,14 @@ class PipelineStack(Stack):
                 ),
             ),
         )
+        app = Stage.of(self)
+        if app is None:
+            raise TypeError(f"{self.node.path}: the pipeline stack needs an app above it for its environments' stages")
         self.stages: list[PlatformStage] = []
         checks: dict[str, pipelines.CodeBuildStep] = {}
         for name in config.promotion:
             env = by_name[name]
-            stage = PlatformStage(Stage.of(self), env=env, image_sharing=image_sharing[env.name])
+            stage = PlatformStage(app, env=env, image_sharing=image_sharing[env.name])
             checks[name] = post_deploy_check(
                 self, environment=name, account=env.account, region=env.region, source=source
             )

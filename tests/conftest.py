@@ -15,6 +15,14 @@ from config.loader import CONFIG_DIR  # noqa: E402
 from tests.synth import Synth, synthesize  # noqa: E402 - after PATH is set
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "slow: over about 3 s on 2 cores (CLI synth, cfn-lint, the shipped-config copy run, "
+        "node flows that wait on timers); make test-fast leaves them out",
+    )
+
+
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """Every environment of the test configs (tests/fixtures/config/), synthesized once."""

@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.synth import ROOT, Synth
+
+# The CLI's own synth and cfn-lint over every template: the slowest checks (make test-fast leaves them out).
+pytestmark = pytest.mark.slow
 
 NODE_BIN = ROOT / "node_modules" / ".bin"
 

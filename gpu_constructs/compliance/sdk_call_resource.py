@@ -63,6 +63,8 @@ def sdk_call_resource(
         f"AwsCustomResource attaches its call's permissions to its provider's role as this policy: {purpose}.",
     )
     provider = Stack.of(scope).node.find_child(PROVIDER_ID)
+    if not isinstance(provider, Construct):
+        raise TypeError(f"{provider.node.path}: AwsCustomResource's provider is expected to be a construct")
     if provider.node.try_find_child(_ACKNOWLEDGED):  # a second call of the stack shares the provider
         return resource
     Construct(provider, _ACKNOWLEDGED)

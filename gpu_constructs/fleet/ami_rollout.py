@@ -15,6 +15,7 @@ from constructs import Construct
 
 from config.fleets import Refresh
 from gpu_constructs.compliance.acknowledge import acknowledge
+from gpu_constructs.compliance.cfn_child import cfn_child
 
 #: The script each fleet's step runs (aws:executeScript).
 REFRESH_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "rollout" / "refresh_fleet.py"
@@ -283,7 +284,7 @@ class AmiRollout(Construct):
                 detail={"name": [parameter_name], "operation": PARAMETER_OPERATIONS},
             ),
         )
-        cfn_rule: events.CfnRule = self.rule.node.default_child
+        cfn_rule = cfn_child(self.rule, events.CfnRule)
         cfn_rule.targets = [
             events.CfnRule.TargetProperty(
                 id="AmiRolloutRunbook",

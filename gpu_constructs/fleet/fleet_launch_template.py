@@ -10,6 +10,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from gpu_constructs.compliance.cfn_child import cfn_child
+
 ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs (the Deep Learning base AMI too)
 SCRATCH_DEVICE = "/dev/sdb"
 
@@ -98,7 +100,7 @@ class FleetLaunchTemplate(Construct):
             security_group=None if efa_cards else node_security_group,
             associate_public_ip_address=None if efa_cards else False,
         )
-        cfn: ec2.CfnLaunchTemplate = self.launch_template.node.default_child
+        cfn = cfn_child(self.launch_template, ec2.CfnLaunchTemplate)
         if efa_cards:
             groups = [efa_security_group.security_group_id, node_security_group.security_group_id]
             # No AssociatePublicIpAddress: the GPU subnets map no public address, and EC2 refuses the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,7 @@ from config.catalog import InstanceType
 from config.fleets import Fleet, Placement
 from config.naming import launch_hook_name, terminate_hook_name
 from gpu_constructs.compliance.acknowledge import acknowledge
+from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.fleet.fleet_launch_template import FleetLaunchTemplate, Volumes
 from gpu_constructs.fleet.fleet_metrics import gpu_metric
 
@@ -109,42 +111,42 @@ class GpuFleet(Construct):
             ).launch_template
 
         in_block = fleet.capacity.min if block is None else 0
-        common = {
-            "vpc": vpc,
-            "vpc_subnets": subnets,
-            "auto_scaling_group_name": group_name,
+        group = functools.partial(  # what both kinds of group share
+            autoscaling.AutoScalingGroup,
+            self,
+            "Group",
+            vpc=vpc,
+            vpc_subnets=subnets,
+            auto_scaling_group_name=group_name,
             # Outside a Capacity Block window the group holds nothing; scheduled actions size it.
-            "min_capacity": in_block,
-            "max_capacity": fleet.capacity.max if block is None else 0,
-            "desired_capacity": (fleet.capacity.desired if fleet.capacity.desired is not None else fleet.capacity.min)
+            min_capacity=in_block,
+            max_capacity=fleet.capacity.max if block is None else 0,
+            desired_capacity=(fleet.capacity.desired if fleet.capacity.desired is not None else fleet.capacity.min)
             if block is None
             else 0,
-            "health_checks": autoscaling.HealthChecks.ec2(grace_period=Duration.minutes(15)),
-            "group_metrics": [autoscaling.GroupMetrics.all()],
-            "notifications": [
+            health_checks=autoscaling.HealthChecks.ec2(grace_period=Duration.minutes(15)),
+            group_metrics=[autoscaling.GroupMetrics.all()],
+            notifications=[
                 autoscaling.NotificationConfiguration(
                     topic=notification_topic, scaling_events=autoscaling.ScalingEvents.ALL
                 )
             ],
-        }
+        )
         if single_template:
             (template,) = self.launch_templates.values()
-            self.auto_scaling_group = autoscaling.AutoScalingGroup(self, "Group", launch_template=template, **common)
+            self.auto_scaling_group = group(launch_template=template)
         else:
+            # The catalog's preference order across layouts, each type with its layout's template.
+            layout_of = {item.instance_type: layout for layout, items in layouts.items() for item in items}
+            several = len(self.launch_templates) > 1
             overrides = [
                 autoscaling.LaunchTemplateOverrides(
                     instance_type=ec2.InstanceType(item.instance_type),
-                    launch_template=self.launch_templates[layout] if len(self.launch_templates) > 1 else None,
+                    launch_template=self.launch_templates[layout_of[item.instance_type]] if several else None,
                 )
-                for layout, items in layouts.items()
-                for item in items
+                for item in instance_types
             ]
-            # Keep the catalog's preference order across layouts.
-            order = {item.instance_type: i for i, item in enumerate(instance_types)}
-            overrides.sort(key=lambda o: order[o.instance_type.to_string()])
-            self.auto_scaling_group = autoscaling.AutoScalingGroup(
-                self,
-                "Group",
+            self.auto_scaling_group = group(
                 mixed_instances_policy=autoscaling.MixedInstancesPolicy(
                     launch_template=next(iter(self.launch_templates.values())),
                     launch_template_overrides=overrides,
@@ -156,9 +158,8 @@ class GpuFleet(Construct):
                     ),
                 ),
                 capacity_rebalance=fleet.uses_spot,
-                **common,
             )
-        cfn_group: autoscaling.CfnAutoScalingGroup = self.auto_scaling_group.node.default_child
+        cfn_group = cfn_child(self.auto_scaling_group, autoscaling.CfnAutoScalingGroup)
         self._acknowledge_template_checks(fleet)
 
         self.placement_group: ec2.CfnPlacementGroup | None = None
@@ -276,7 +277,7 @@ class GpuFleet(Construct):
 
     def _acknowledge_template_checks(self, fleet: Fleet) -> None:
         group = self.auto_scaling_group
-        cfn_group = group.node.default_child
+        cfn_group = cfn_child(group, autoscaling.CfnAutoScalingGroup)
         acknowledge(
             cfn_group,
             "AwsSolutions-EC26",

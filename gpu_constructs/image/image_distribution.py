@@ -76,7 +76,9 @@ class ImageDistribution(Construct):
                 config["TargetAccountIds"] = accounts
             return config
 
-        def parameter(target: DistributionTarget) -> dist.SsmParameterConfigurationProperty:
+        def parameter(
+            target: DistributionTarget,
+        ) -> imagebuilder.CfnDistributionConfiguration.SsmParameterConfigurationProperty:
             return dist.SsmParameterConfigurationProperty(
                 parameter_name=target.parameter_name,
                 data_type=PARAMETER_DATA_TYPE,

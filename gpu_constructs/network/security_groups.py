@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from aws_cdk import aws_ec2 as ec2
 
+from gpu_constructs.compliance.cfn_child import cfn_child
+
 #: An egress rule that matches no packet (ICMP type 252 code 86 to the broadcast
 #: address), the same placeholder CDK uses for "allow no outbound traffic".
 NO_TRAFFIC_EGRESS = {
@@ -23,5 +25,5 @@ def keep_default_egress_closed(group: ec2.SecurityGroup) -> None:
     inline SecurityGroupEgress gets EC2's default 0.0.0.0/0 egress, so the
     placeholder is kept inline: the group then sends only what its rules allow.
     """
-    cfn_group: ec2.CfnSecurityGroup = group.node.default_child
+    cfn_group = cfn_child(group, ec2.CfnSecurityGroup)
     cfn_group.add_property_override("SecurityGroupEgress", [NO_TRAFFIC_EGRESS])

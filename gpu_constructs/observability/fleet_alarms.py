@@ -73,8 +73,25 @@ class FleetAlarms(Construct):
         asg = {"AutoScalingGroupName": group_name}
         self.alarms: dict[str, cloudwatch.Alarm] = {}
 
-        def add(key: str, **kwargs: object) -> None:
-            self.alarms[key] = factory.metric_alarm(self, key, name=f"{fleet_name}-{key}", **kwargs)
+        def add(
+            key: str,
+            *,
+            description: str,
+            metric: cloudwatch.IMetric,
+            threshold: Threshold,
+            comparison: cloudwatch.ComparisonOperator,
+            missing_data: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+        ) -> None:
+            self.alarms[key] = factory.metric_alarm(
+                self,
+                key,
+                name=f"{fleet_name}-{key}",
+                description=description,
+                metric=metric,
+                threshold=threshold,
+                comparison=comparison,
+                missing_data=missing_data,
+            )
 
         add(
             "gpu-utilization-high",

@@ -8,6 +8,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config.alarms import Alarms
+from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.observability.alarm_factory import AT_LEAST, AlarmFactory, period
 
 DETAIL_TYPES = ["EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation"]
@@ -40,7 +41,7 @@ class SpotEvents(Construct):
         )
         # The topic by ARN only: its own policy and the alerts key already admit EventBridge of this
         # account (with a source-account condition); a CDK target would add looser grants of its own.
-        cfn_rule: events.CfnRule = self.rule.node.default_child
+        cfn_rule = cfn_child(self.rule, events.CfnRule)
         cfn_rule.targets = [events.CfnRule.TargetProperty(id="AlertsTopic", arn=topic.topic_arn)]
         t = thresholds.spot_interruptions
         self.alarm = factory.metric_alarm(

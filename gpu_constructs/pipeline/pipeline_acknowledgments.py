@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Stack, pipelines
+from aws_cdk import CfnResource, Stack, pipelines
 from aws_cdk import aws_codebuild as codebuild
-from aws_cdk import aws_iam as iam
 from constructs import IConstruct
 
 from gpu_constructs.compliance.acknowledge import acknowledge
+from gpu_constructs.compliance.cfn_child import cfn_child
 
 _IAM5 = "AwsSolutions-IAM5"
 _INLINE = "NIST.800.53.R5-IAMNoInlinePolicy"
@@ -43,7 +43,9 @@ ARTIFACT_KEY = {
 }
 
 
-def _default_policy(role: iam.IRole | IConstruct) -> IConstruct:
+def _default_policy(role: IConstruct | None) -> IConstruct:
+    if role is None:  # CDK Pipelines gives every project and the pipeline a role; a None is a CDK change
+        raise TypeError("a CDK Pipelines role expected for its default policy's acknowledgments, found none")
     return role.node.find_child("DefaultPolicy")
 
 
@@ -62,7 +64,7 @@ def _inline(policy: IConstruct, what: str) -> None:
 
 
 def _logical_id(construct: IConstruct) -> str:
-    return Stack.of(construct).get_logical_id(construct.node.default_child)
+    return Stack.of(construct).get_logical_id(cfn_child(construct, CfnResource))
 
 
 def _arn(stack: Stack, service: str) -> str:

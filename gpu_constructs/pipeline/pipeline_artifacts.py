@@ -15,6 +15,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from gpu_constructs.compliance.acknowledge import acknowledge
+from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.storage.hardened_bucket import AccessLogBucket, log_lifecycle
 
 #: Server access log prefix of the artifact bucket in the access log bucket.
@@ -39,8 +40,7 @@ class PipelineArtifacts(Construct):
             lifecycle_rules=log_lifecycle(transition_days=90, expiration_days=365),
             removal_policy=RemovalPolicy.RETAIN,
         ).bucket
-        cfn = bucket.node.default_child
-        assert isinstance(cfn, s3.CfnBucket), "the pipeline's own artifact bucket is expected"
+        cfn = cfn_child(bucket, s3.CfnBucket)
         cfn.versioning_configuration = s3.CfnBucket.VersioningConfigurationProperty(status="Enabled")
         cfn.ownership_controls = s3.CfnBucket.OwnershipControlsProperty(
             rules=[s3.CfnBucket.OwnershipControlsRuleProperty(object_ownership="BucketOwnerEnforced")]

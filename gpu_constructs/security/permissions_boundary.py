@@ -142,7 +142,10 @@ class PlatformPermissionsBoundary(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         templates = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:launch-template/*"
-        names = ResourceNames(env=Stage.of(self).stage_name, account=stack.account, region=stack.region)
+        stage = Stage.of(self)
+        if stage is None:
+            raise TypeError(f"{self.node.path}: the boundary names the environment after its stage; none above it")
+        names = ResourceNames(env=stage.stage_name, account=stack.account, region=stack.region)
         launched = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:*/*"
         scoped = _scoped_statements(stack, names, security_group_rule_roles)
         self.policy = iam.ManagedPolicy(
@@ -186,7 +189,8 @@ class PlatformPermissionsBoundary(Construct):
                 if "*" in role_arn:
                     acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{role_arn}]", grant.wildcard_reason)
         reasons = {**_SCOPE_REASONS, "TagOnlyOnLaunch": "Only what RunInstances creates, as it creates it."}
-        for sid, resources in [*((st.sid, st.resources) for st in scoped), ("TagOnlyOnLaunch", [launched])]:
+        scoped_resources = [(sid, st.resources) for sid, st in zip(SCOPED_ACTIONS, scoped, strict=True)]
+        for sid, resources in [*scoped_resources, ("TagOnlyOnLaunch", [launched])]:
             for resource in resources:
                 acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{resource}]", f"Boundary only: {reasons[sid]}")
         acknowledge(

@@ -11,6 +11,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from gpu_constructs.compliance.acknowledge import acknowledge
+from gpu_constructs.compliance.cfn_child import cfn_child
 
 
 def log_lifecycle(*, transition_days: int, expiration_days: int) -> list[s3.LifecycleRule]:
@@ -134,7 +135,7 @@ class HardenedBucket(Construct):
             removal_policy=removal_policy,
         )
         if not same_stack:
-            cfn: s3.CfnBucket = self.bucket.node.default_child
+            cfn = cfn_child(self.bucket, s3.CfnBucket)
             cfn.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
                 destination_bucket_name=access_log_bucket.bucket_name, log_file_prefix=access_log_prefix
             )

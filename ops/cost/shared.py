@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config.catalog import get_instance_type
+from config.fleets import Fleet
 from config.network import EgressMode
 from config.schema import Environment
 from gpu_constructs.fleet.render.agent_config import DEFAULT_DISK_PATHS
@@ -54,7 +55,7 @@ def _fixed(name: str, detail: str, usd: float, source: str) -> Item:
     return Item(name, detail, dict.fromkeys(SIZES, usd), source)
 
 
-def fleet_sizes(env: Environment) -> dict[str, list[tuple[object, int]]]:
+def fleet_sizes(env: Environment) -> dict[str, list[tuple[Fleet, int]]]:
     """Per size, each fleet with its instance count (desired defaults to min, as the group does)."""
     return {
         "min": [(f, f.capacity.min) for f in env.fleets],
@@ -126,7 +127,7 @@ def shared_items(env: Environment, prices: PriceTable, assembly: Path) -> tuple[
         gib = sum(n * (f.root_volume_gib + f.scratch_volume_gib) for f, n in fleets)
         ebs[size] = gib * gp3.usd / HOURS_PER_MONTH
         count = sum(
-            n * metrics_per_node(get_instance_type(f.instance_types[0]).gpu_count, f.scratch_volume_gib > 0)
+            n * metrics_per_node(get_instance_type(f.instance_types[0]).gpu_count, scratch=f.scratch_volume_gib > 0)
             + len(metric_names())
             + HEALTH_METRICS_PER_FLEET
             for f, n in fleets

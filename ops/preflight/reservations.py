@@ -46,7 +46,9 @@ def _mismatches(fleet: Fleet, r: dict[str, Any]) -> list[str]:
 
 def _named_reservations(fleet: Fleet, aws: Aws) -> tuple[list[Finding], int]:
     """Findings on the fleet's listed ids, and the instances still free in the usable ones."""
-    ids = list(fleet.capacity_reservation.ids)
+    reservation = fleet.capacity_reservation
+    assert reservation is not None  # callers pass only fleets with a reservation
+    ids = list(reservation.ids)
     found, missing = _describe(aws, ids)
     if missing:
         fix = f"correct fleets[{fleet.name}].capacity_reservation.ids (aws ec2 describe-capacity-reservations)"
@@ -144,6 +146,7 @@ def check_blocks(env: Environment, aws: Aws) -> list[Finding]:
     findings = []
     for fleet in (f for f in env.fleets if f.capacity_block is not None):
         block = fleet.capacity_block
+        assert block is not None  # narrowed by the loop's filter
         found, missing = _describe(aws, [block.id])
         r = found.get(block.id)
         if r is None:

@@ -26,9 +26,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imds_client import DEFAULT_IMDS_URL, ImdsClient, ImdsError
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
 
 INSTANCE_TYPE_PATH = "/latest/meta-data/instance-type"
 _INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
@@ -66,7 +69,7 @@ def identity(imds: ImdsClient) -> dict[str, str]:
     return {"INSTANCE_ID": instance_id, "INSTANCE_TYPE": instance_type}
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -84,6 +87,8 @@ def parse_instance_type(entries: Any, instance_type: str, source: str) -> Instan
     if not isinstance(entry, Mapping):
         raise FactError(f"{source}: {instance_type}: expected an object, got {type(entry).__name__}")
     gpus, efa, rdma = entry.get("gpus"), entry.get("efa_interfaces"), entry.get("gpudirect_rdma")
+    if _is_int(gpus) and gpus >= 1 and _is_int(efa) and efa >= 0 and isinstance(rdma, bool):
+        return InstanceTypeFacts(gpus=gpus, efa_interfaces=efa, gpudirect_rdma=rdma)
     problems = []
     if not _is_int(gpus) or gpus < 1:
         problems.append(f"gpus must be an integer >= 1, got {gpus!r}")
@@ -91,9 +96,7 @@ def parse_instance_type(entries: Any, instance_type: str, source: str) -> Instan
         problems.append(f"efa_interfaces must be an integer >= 0, got {efa!r}")
     if not isinstance(rdma, bool):
         problems.append(f"gpudirect_rdma must be true or false, got {rdma!r}")
-    if problems:
-        raise FactError(f"{source}: {instance_type}: " + "; ".join(problems))
-    return InstanceTypeFacts(gpus=gpus, efa_interfaces=efa, gpudirect_rdma=rdma)
+    raise FactError(f"{source}: {instance_type}: " + "; ".join(problems))
 
 
 def instance_type_facts(path: Path, instance_type: str) -> InstanceTypeFacts:

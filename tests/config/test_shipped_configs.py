@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from config import load_environment, load_platform
@@ -40,6 +41,7 @@ def test_the_shipped_configs_load_together() -> None:
         assert env.name == name and env.fleets, name
 
 
+@pytest.mark.slow
 def test_fleet_and_config_tests_pass_on_a_copy_of_config_with_one_more_fleet(tmp_path: Path) -> None:
     copy = tmp_path / "config"
     copy.mkdir()

@@ -104,6 +104,7 @@ def _settled(path: Path, needle: str) -> str:
     return path.read_text() if path.exists() else ""
 
 
+@pytest.mark.slow
 def test_a_download_that_keeps_failing_abandons_the_launch_at_once(boot: Boot) -> None:
     boot.aws.deny_reads = 100
     done, seconds = boot.run()
@@ -121,6 +122,7 @@ def test_a_download_that_keeps_failing_abandons_the_launch_at_once(boot: Boot) -
     assert "bootstrap complete" not in log  # the bootstrap never started
 
 
+@pytest.mark.slow
 def test_a_download_that_fails_once_then_succeeds_goes_on_to_the_bootstrap(boot: Boot) -> None:
     boot.aws.deny_reads = 1
     boot.node.env["FETCH_BACKOFF_S"] = "1"

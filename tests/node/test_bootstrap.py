@@ -142,9 +142,9 @@ class Node:
         )
         self.env["FAKE_EFA_DEVICES"] = str(efa_devices)
 
-    def run(self) -> Result:
+    def run(self, script: Path = BOOTSTRAP) -> Result:
         # exec keeps the pid, so a fake can signal the bootstrap itself.
-        command = ["bash", "-c", 'export FAKE_BOOTSTRAP_PID=$$; exec bash "$0"', str(BOOTSTRAP)]
+        command = ["bash", "-c", 'export FAKE_BOOTSTRAP_PID=$$; exec bash "$0"', str(script)]
         completed = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=60, check=False)
         log_file = self.path("BOOTSTRAP_LOG")
         calls_file = Path(self.env["FAKE_CALLS"])
@@ -273,6 +273,20 @@ def test_every_step_runs_in_order_then_the_launch_hook_continues(node: Node) -> 
     ((operation, body),) = node.aws.cloudwatch_calls
     assert operation == "PutMetricData"
     assert b"GpuPlatform/Test" in body and node.fleet.asg_name.encode() in body
+
+
+def test_run_through_the_per_boot_link_finds_its_steps_and_scripts(node: Node) -> None:
+    # cloud-init runs the bootstrap at a later boot through a link in its per-boot folder (warm pool).
+    per_boot = node.tmp / "per-boot"
+    per_boot.mkdir()
+    link = per_boot / "gpu-platform-bootstrap.sh"
+    link.symlink_to(BOOTSTRAP)
+    result = node.run(link)
+
+    assert result.returncode == 0, result.stderr
+    assert result.steps("ok") == STEPS
+    assert f"scripts in {NODE_DIR}" in result.log
+    assert node.aws.calls == [lifecycle_call(node, "CONTINUE")]
 
 
 def test_expected_gpus_is_added_to_node_env_once(node: Node) -> None:

@@ -138,6 +138,7 @@ def assert_one_checkpoint_and_the_hook_completed(node: Node) -> None:
     assert signalled == 1
 
 
+@pytest.mark.slow
 def test_spot_notice_then_terminate_hook_checkpoints_once_and_completes_the_hook(node: Node) -> None:
     node.imds.set(NOTICE_PATHS[INTERRUPTION], SPOT_NOTICE)
     spot = node.start("spot-watcher.service")
@@ -158,6 +159,7 @@ def test_spot_notice_then_terminate_hook_checkpoints_once_and_completes_the_hook
     assert node.fleet.heartbeats, lifecycle_log
 
 
+@pytest.mark.slow
 def test_terminate_hook_then_spot_notice_checkpoints_once(node: Node) -> None:
     node.begin_termination()
     lifecycle = node.start("lifecycle-watcher.service")
@@ -171,6 +173,7 @@ def test_terminate_hook_then_spot_notice_checkpoints_once(node: Node) -> None:
     assert "checkpoint-hook: reusing the termination request" in node.log("spot-watcher")
 
 
+@pytest.mark.slow
 def test_both_watchers_at_once_ask_the_job_once(node: Node) -> None:
     node.imds.set(NOTICE_PATHS[INTERRUPTION], SPOT_NOTICE)
     node.begin_termination()
@@ -184,6 +187,7 @@ def test_both_watchers_at_once_ask_the_job_once(node: Node) -> None:
     assert logs.count("checkpoint-hook: reusing the") == 1
 
 
+@pytest.mark.slow
 def test_the_watchers_write_only_the_files_the_agent_ships(node: Node) -> None:
     node.imds.set(NOTICE_PATHS[INTERRUPTION], SPOT_NOTICE)
     node.begin_termination()

