@@ -9,9 +9,15 @@ from __future__ import annotations
 import sys
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Self
+
+import boto3
+import pytest
+from moto import mock_aws
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DIR = ROOT / "scripts" / "node"
@@ -166,3 +172,18 @@ def unit_output_file(path: Path) -> str | None:
     service = read_unit(path).get("Service", {})
     (output,) = service.get("StandardOutput", ["journal"])
     return output.removeprefix("append:") if output.startswith("append:") else None
+
+
+@contextmanager
+def moto_account(region: str, template_name: str, instance_type: str) -> Iterator[None]:
+    """A moto world with test credentials and one launch template, for groups the node scripts act on."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            patch.setenv(key, "testing")
+        patch.setenv("AWS_DEFAULT_REGION", region)
+        with mock_aws():
+            boto3.client("ec2", region_name=region).create_launch_template(
+                LaunchTemplateName=template_name,
+                LaunchTemplateData={"ImageId": "ami-0123456789abcdef0", "InstanceType": instance_type},
+            )
+            yield

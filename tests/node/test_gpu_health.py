@@ -13,9 +13,8 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from tests.node.helpers import FIXTURES, FakeImds
+from tests.node.helpers import FIXTURES, FakeImds, moto_account
 
 # isort: split
 # Importable once tests.node.helpers has put scripts/node on sys.path.
@@ -270,16 +269,8 @@ class Fleet:
 def aws() -> Iterator[None]:
     """One moto world for the module (its first Auto Scaling group costs about 2 s); every test
     gets its own group, instance and metric dimension in it."""
-    with pytest.MonkeyPatch.context() as patch:
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-            patch.setenv(key, "testing")
-        patch.setenv("AWS_DEFAULT_REGION", REGION)
-        with mock_aws():
-            boto3.client("ec2", region_name=REGION).create_launch_template(
-                LaunchTemplateName="gpu-p4d",
-                LaunchTemplateData={"ImageId": "ami-0123456789abcdef0", "InstanceType": "p4d.24xlarge"},
-            )
-            yield
+    with moto_account(REGION, "gpu-p4d", "p4d.24xlarge"):
+        yield
 
 
 @pytest.fixture

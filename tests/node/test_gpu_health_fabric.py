@@ -17,10 +17,9 @@ from pathlib import Path
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from config.catalog import load_catalog
-from tests.node.helpers import FIXTURES, ROOT, FakeImds
+from tests.node.helpers import FIXTURES, ROOT, FakeImds, moto_account
 
 # isort: split
 import gpu_health
@@ -246,16 +245,8 @@ class Node:
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as patch:
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-            patch.setenv(key, "testing")
-        patch.setenv("AWS_DEFAULT_REGION", REGION)
-        with mock_aws():
-            boto3.client("ec2", region_name=REGION).create_launch_template(
-                LaunchTemplateName="gpu-fabric",
-                LaunchTemplateData={"ImageId": "ami-0123456789abcdef0", "InstanceType": "p5.48xlarge"},
-            )
-            yield
+    with moto_account(REGION, "gpu-fabric", "p5.48xlarge"):
+        yield
 
 
 @pytest.fixture
