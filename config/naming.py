@@ -151,6 +151,21 @@ class ResourceNames:
         return f"{self.prefix}-alerts"
 
     @property
+    def job_document(self) -> str:
+        """SSM Command document that starts, inspects and stops a training job on a node (Fleets stack)."""
+        return f"{self.prefix}-job"
+
+    @property
+    def job_log_group(self) -> str:
+        """Log group of the training jobs' output, one stream per job and node (``job_log_stream``)."""
+        return f"/gpu-platform/{self.env}/jobs"
+
+    @staticmethod
+    def job_log_stream(job: str, instance_id: str) -> str:
+        """A job's output on one node: written by the node's job runner, read by ``gpu-platform job logs``."""
+        return f"{job}/{instance_id}"
+
+    @property
     def session_log_group(self) -> str:
         """Log group of Session Manager shell sessions."""
         return f"/gpu-platform/{self.env}/ssm-sessions"

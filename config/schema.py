@@ -17,6 +17,7 @@ from config.audit import LOG_RETENTION_DAYS, Audit, Logging, ObjectLockMode, Tra
 from config.base import ENV_NAME, Strict, WrittenInt
 from config.fleets import Fleet
 from config.image import Image
+from config.jobs import Jobs
 from config.network import RFC1918, EgressMode, Network
 from config.notifications import Notifications
 from config.preflight import Preflight
@@ -95,6 +96,7 @@ class Environment(Strict):
     notifications: Notifications = Notifications()
     alarms: Alarms = Alarms()
     preflight: Preflight = Preflight()
+    jobs: Jobs = Jobs()
     tags: dict[str, str]
 
     @field_validator("name")

@@ -5,7 +5,8 @@
 - ``scaling``: ``scaling`` (target tracking, step, schedules) and ``warm_pool``;
 - ``refresh``: ``refresh``, how a new AMI reaches the fleet;
 - ``zero_capacity``: every way a fleet can reach 0 nodes needs a way back;
-- ``health``: ``health``, how its nodes are judged healthy (DCGM level, added Xids, launch hook timeout).
+- ``health``: ``health``, how its nodes are judged healthy (DCGM level, added Xids, launch hook timeout);
+- ``service``: ``service``, what an inference fleet serves and the load balancer in front of it.
 
 Every name is importable from ``config.fleets``.
 """
@@ -15,6 +16,7 @@ from config.fleets.fleet import Fleet, FleetRole, Placement, SpotAllocationStrat
 from config.fleets.health import DCGM_LEVEL_SECONDS, DcgmMode, Health
 from config.fleets.refresh import MAX_CHECKPOINT_DELAY_MINUTES, Refresh, RollbackAlarm
 from config.fleets.scaling import Scaling, ScheduledAction, StepScaling, TargetTracking, WarmPool
+from config.fleets.service import Service, ServiceAlarms, ServiceLoadBalancer
 
 __all__ = [
     "DCGM_LEVEL_SECONDS",
@@ -32,6 +34,9 @@ __all__ = [
     "RollbackAlarm",
     "Scaling",
     "ScheduledAction",
+    "Service",
+    "ServiceAlarms",
+    "ServiceLoadBalancer",
     "SpotAllocationStrategy",
     "StepScaling",
     "TargetTracking",

@@ -15,6 +15,7 @@ from config.fleets.capacity import Capacity, CapacityBlock, CapacityReservation
 from config.fleets.health import Health, dcgm_level, health_problems, node_env, required_hook_seconds
 from config.fleets.refresh import Refresh
 from config.fleets.scaling import Scaling, WarmPool
+from config.fleets.service import Service
 from config.fleets.zero_capacity import zero_capacity_problems
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
@@ -58,6 +59,7 @@ class Fleet(Strict):
     warm_pool: WarmPool | None = None
     refresh: Refresh | None = None
     health: Health = Field(default_factory=Health)
+    service: Service | None = None
 
     @field_validator("name")
     @classmethod
@@ -89,6 +91,7 @@ class Fleet(Strict):
             *self._elasticity_problems(),
             *zero_capacity_problems(self),
             *health_problems(self.health, self.role.value),
+            *self._service_problems(),
         ]
         if problems:
             raise ValueError("\n".join(problems))
@@ -176,6 +179,15 @@ class Fleet(Strict):
                     "fix: it counts the group's instances too: make it at least max, or leave it out"
                 )
         return problems
+
+    def _service_problems(self) -> list[str]:
+        if self.service is None:
+            return []
+        if self.role is not FleetRole.INFERENCE:
+            return ["@service: only an inference fleet serves; fix: remove service or set role to inference"]
+        if self.service.image is not None and not self.containers:
+            return ["@service.image: a container needs the fleet's container runtime; fix: set containers to true"]
+        return []
 
     @property
     def rollout(self) -> Refresh | None:
