@@ -45,7 +45,8 @@ def _code_lines(path: Path) -> str:
 def node_calls() -> dict[str, set[str]]:
     """Endpoint service name -> the callers (file, or agent) that call it."""
     calls: dict[str, set[str]] = {}
-    files = sorted(NODE_SCRIPTS.glob("*.py")) + sorted(NODE_SCRIPTS.glob("*.sh")) + [USER_DATA]
+    files = sorted(NODE_SCRIPTS.rglob("*.py")) + sorted(NODE_SCRIPTS.rglob("*.sh")) + [USER_DATA]
+    files = [path for path in files if "__pycache__" not in path.parts]
     for path in files:
         text = _code_lines(path)
         names = set(_BOTO3_CLIENT.findall(text)) | set(_AWS_CLI.findall(text))
