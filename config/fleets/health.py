@@ -13,7 +13,7 @@ from pydantic import Field, field_validator
 
 from config.base import Strict
 
-#: Seconds the node allows each DCGM diagnostic level (scripts/node/health_dcgm.py, DCGM_LEVEL_TIMEOUT_S; a
+#: Seconds the node allows each DCGM diagnostic level (scripts/node/health/dcgm.py, DCGM_LEVEL_TIMEOUT_S; a
 #: test keeps both equal). NVIDIA's dcgmi diag reference gives level 1 "seconds", 2 "approximately two
 #: minutes", 3 "approximately 15 minutes", 4 "extended, longer-running" (no figure): the budgets leave room.
 DCGM_LEVEL_SECONDS = {1: 180, 2: 600, 3: 2700, 4: 4500}
@@ -36,7 +36,7 @@ class Health(Strict):
     """``dcgm_level``: the DCGM diagnostic run before a node takes work (1-4; default 2 for training,
     1 for inference; in service the node runs level 1). ``dcgm``: auto, required or off.
     ``extra_fatal_xids``: Xid codes this fleet treats as unhealthy on top of the catalog table
-    (scripts/node/xid_catalog.csv). ``launch_hook_timeout_seconds``: the launch hook's timeout, by
+    (scripts/node/health/xid_catalog.csv). ``launch_hook_timeout_seconds``: the launch hook's timeout, by
     default the bootstrap's budget plus the level's."""
 
     dcgm_level: int | None = Field(default=None, ge=1, le=4, description="DCGM diagnostic levels are 1 to 4")

@@ -15,7 +15,7 @@ from gpu_constructs.fleet.fleet_metrics import gpu_metric
 NODE_RUNNING_METRIC = "NodeRunning"
 MARKETS = ("spot", "on-demand")
 #: Published by the node's GPU health check for each reason class it failed on (an Xid code, a DCGM
-#: test, EFA, the fabric), with the group and the class as dimensions (scripts/node/health_act.py).
+#: test, EFA, the fabric), with the group and the class as dimensions (scripts/node/health/act.py).
 NODE_UNHEALTHY_METRIC = "GpuNodeUnhealthy"
 REASON_DIMENSION = "Reason"
 

@@ -28,7 +28,7 @@ from ops.cost.prices import HOURS_PER_MONTH, PriceTable
 #: Interface endpoints of an isolated VPC (gpu_constructs/network/vpc_endpoints.py INTERFACE_SERVICES;
 #: a test holds the two equal), each billed per zone it serves.
 INTERFACE_ENDPOINTS = 11
-#: Metrics the node scripts publish per fleet besides the agent's (scripts/node/health_act.py:
+#: Metrics the node scripts publish per fleet besides the agent's (scripts/node/health/act.py:
 #: unhealthy nodes, nodes running by market; a reason series appears only when a node fails).
 HEALTH_METRICS_PER_FLEET = 3
 SIZES = ("min", "desired", "max")

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from health_act import (
+from health.act import (
     CHECKPOINT_LOCK,
     DEFAULT_NAMESPACE,
     METRIC_NAME,
@@ -45,12 +45,12 @@ from health_act import (
     resolve_identity,
     wait_for_checkpoint,
 )
-from health_dcgm import DCGM_LEVEL_TIMEOUT_S, DcgmOutcome, parse_dcgm_json
-from health_decide import FABRIC_MANAGER_UNIT, HealthReport, evaluate
-from health_efa import FI_INFO_BIN
-from health_parse import SmiResult
-from health_probe import NVIDIA_SMI_COMMAND, read_efa, read_fabric, read_kernel_log, run_command, run_dcgm_diag
-from health_xids import parse_extra_xids
+from health.dcgm import DCGM_LEVEL_TIMEOUT_S, DcgmOutcome, parse_dcgm_json
+from health.decide import FABRIC_MANAGER_UNIT, HealthReport, evaluate
+from health.efa import FI_INFO_BIN
+from health.parse import SmiResult
+from health.probe import NVIDIA_SMI_COMMAND, read_efa, read_fabric, read_kernel_log, run_command, run_dcgm_diag
+from health.xids import parse_extra_xids
 from imds_client import DEFAULT_IMDS_URL
 
 LOG = logging.getLogger("gpu-health")

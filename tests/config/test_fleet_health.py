@@ -1,5 +1,5 @@
 """The fleet's ``health:`` settings: defaults per role, the launch hook's timeout they need, one-line errors,
-and the node side they must agree with (the DCGM level budgets of scripts/node/health_dcgm.py)."""
+and the node side they must agree with (the DCGM level budgets of scripts/node/health/dcgm.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.config.test_fleet_errors import fleet, inference
 from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split
-from health_dcgm import DCGM_LEVEL_TIMEOUT_S
+from health.dcgm import DCGM_LEVEL_TIMEOUT_S
 
 
 def test_defaults_per_role_and_the_hook_timeout_they_need() -> None:

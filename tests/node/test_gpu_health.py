@@ -19,14 +19,14 @@ from tests.node.helpers import FIXTURES, FakeImds, moto_account
 # isort: split
 # Importable once tests.node.helpers has put scripts/node on sys.path.
 import gpu_health
-import health_act
-import health_probe
+import health.act as health_act
+import health.probe as health_probe
 from gpu_health import METRIC_NAME
-from health_act import NodeIdentity
-from health_dcgm import DcgmOutcome, parse_dcgm_json
-from health_decide import HealthReport, evaluate
-from health_parse import SmiResult, parse_smi_csv, parse_xids, pci_key
-from health_xids import FATAL_XIDS, parse_extra_xids
+from health.act import NodeIdentity
+from health.dcgm import DcgmOutcome, parse_dcgm_json
+from health.decide import HealthReport, evaluate
+from health.parse import SmiResult, parse_smi_csv, parse_xids, pci_key
+from health.xids import FATAL_XIDS, parse_extra_xids
 
 REGION = "us-east-1"
 NAMESPACE = "GpuPlatform/Test"

@@ -23,10 +23,10 @@ from tests.node.helpers import FIXTURES, ROOT, FakeImds, moto_account
 
 # isort: split
 import gpu_health
-import health_decide
-from health_decide import FabricInput, evaluate
-from health_parse import SmiResult, parse_fabric_states, parse_smi_csv
-from health_xids import FATAL_XIDS
+import health.decide as health_decide
+from health.decide import FabricInput, evaluate
+from health.parse import SmiResult, parse_fabric_states, parse_smi_csv
+from health.xids import FATAL_XIDS
 
 REFERENCE = ROOT.parent / "shared" / "reference" / "gpu-outputs"
 REGION = "us-east-1"

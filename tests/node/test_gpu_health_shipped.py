@@ -1,5 +1,5 @@
 """The health check as it ships: scripts/node zipped flat, unpacked under the install prefix, run by
-its unit's ExecStart from there. Its modules (health_*.py) must travel with gpu_health.py and be
+its unit's ExecStart from there. Its package (health/) must travel with gpu_health.py and be
 found beside it, with no help from the test's import path."""
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ def unit_argv(installed: Path) -> list[str]:
 
 def test_the_unpacked_check_runs_from_its_folder_and_judges(tmp_path: Path) -> None:
     installed = ship(tmp_path)
-    shipped = {path.name for path in installed.glob("*.py")}
-    assert {"health_parse.py", "health_xids.py", "health_decide.py", "health_probe.py", "health_act.py"} <= shipped
+    shipped = {path.relative_to(installed).as_posix() for path in installed.rglob("*") if path.is_file()}
+    package = {"__init__", "parse", "xids", "decide", "probe", "act", "dcgm", "efa"}
+    assert {f"health/{name}.py" for name in package} | {"health/xid_catalog.csv"} <= shipped
     case = FIXTURES / "p4d_xid79"
     replay = ["--no-metric", "--no-set-health", "--dcgm", "off", "--fabric-manager", "off"]
     replay += ["--nvidia-smi-rc", (case / "nvidia-smi.rc").read_text().strip()]

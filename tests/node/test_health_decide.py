@@ -1,4 +1,4 @@
-"""health_decide and health_xids: facts to verdict, on the inputs the other tests leave thin (pure)."""
+"""health.decide and health.xids: facts to verdict, on the inputs the other tests leave thin (pure)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 from tests.node.helpers import FIXTURES
 
 # isort: split
-from health_dcgm import DcgmOutcome, DcgmResult
-from health_decide import HOT_GPU_C, FabricInput, HealthReport, evaluate, fabric_reasons
-from health_parse import SmiResult, parse_smi_csv
-from health_xids import FATAL_XIDS, parse_extra_xids, xid_verdict
+from health.dcgm import DcgmOutcome, DcgmResult
+from health.decide import HOT_GPU_C, FabricInput, HealthReport, evaluate, fabric_reasons
+from health.parse import SmiResult, parse_smi_csv
+from health.xids import FATAL_XIDS, parse_extra_xids, xid_verdict
 
 H100 = "0, NVIDIA H100 80GB HBM3, 00000000:53:00.0, Enabled, 0, 30\n"
 P5_ROWS = (FIXTURES / "p5_fabric" / "nvidia-smi.out").read_text()

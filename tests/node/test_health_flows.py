@@ -27,7 +27,7 @@ from tests.node.training_job import TrainingJob
 
 # isort: split
 import gpu_health
-from health_dcgm import DCGM_LEVEL_TIMEOUT_S
+from health.dcgm import DCGM_LEVEL_TIMEOUT_S
 
 HOOK = NODE_DIR / "checkpoint-hook.sh"
 HEALTHY_KERNEL = FIXTURES / "p4d_healthy" / "kernel.log"

@@ -1,4 +1,4 @@
-"""health_parse: tool output to facts, on the cell and line shapes the tools print (pure, no I/O)."""
+"""health.parse: tool output to facts, on the cell and line shapes the tools print (pure, no I/O)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import tests.node.helpers  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split
-from health_dcgm import parse_dcgm_json
-from health_parse import (
+from health.dcgm import parse_dcgm_json
+from health.parse import (
     NVIDIA_SMI_FIELDS,
     GpuRow,
     XidEvent,

@@ -12,11 +12,11 @@ import pytest
 from tests.node.helpers import NODE_DIR
 
 # isort: split
-from health_dcgm import parse_dcgm_json
-from health_decide import evaluate
-from health_efa import EfaInput, efa_reasons, find_ofi_nccl, parse_fi_info
-from health_parse import SmiResult, parse_smi_csv, parse_xids
-from health_xids import DECISION_BY_RESOLUTION, XidCatalogError, load_catalog, read_catalog
+from health.dcgm import parse_dcgm_json
+from health.decide import evaluate
+from health.efa import EfaInput, efa_reasons, find_ofi_nccl, parse_fi_info
+from health.parse import SmiResult, parse_smi_csv, parse_xids
+from health.xids import DECISION_BY_RESOLUTION, XidCatalogError, load_catalog, read_catalog
 
 XID = "NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, errorString CTX SWITCH TIMEOUT"
 LINE_SHAPES = {
@@ -230,7 +230,7 @@ def test_the_ofi_plugin_is_found_where_the_efa_installer_puts_it(tmp_path) -> No
 
 
 def test_the_table_names_its_source_and_follows_the_resolution_unless_it_says_why() -> None:
-    text = (NODE_DIR / "xid_catalog.csv").read_text()
+    text = (NODE_DIR / "health" / "xid_catalog.csv").read_text()
     assert "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html" in text
     assert "read 2026-11-24" in text
     catalog = load_catalog()

@@ -18,7 +18,7 @@ from tests.constructs.conftest import bare_stack, only, resolved, template
 from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split
-import health_act
+import health.act as health_act
 
 
 def test_each_fleet_has_its_panels_on_its_own_group() -> None:
@@ -50,6 +50,6 @@ def test_each_fleet_has_its_panels_on_its_own_group() -> None:
 
 
 def test_the_reason_panel_reads_what_the_health_check_publishes() -> None:
-    """The node publishes one GpuNodeUnhealthy per reason class, by group and class (scripts/node/health_act.py)."""
+    """The node publishes one GpuNodeUnhealthy per reason class, by group and class (scripts/node/health/act.py)."""
     assert (NODE_UNHEALTHY_METRIC, REASON_DIMENSION) == (health_act.REASON_METRIC, health_act.REASON_DIMENSION)
     assert health_act.ASG_DIMENSION == "AutoScalingGroupName"

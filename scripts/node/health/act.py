@@ -17,10 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from health_decide import PERSISTENCE_FIX_COMMAND, HealthReport
-from health_parse import first_line
-from health_probe import run_command
 from imds_client import ImdsClient, ImdsError
+
+from health.decide import PERSISTENCE_FIX_COMMAND, HealthReport
+from health.parse import first_line
+from health.probe import run_command
 
 LOG = logging.getLogger("gpu-health")
 

@@ -4,7 +4,7 @@ The policy is data: ``xid_catalog.csv`` next to this module, NVIDIA's Xid catalo
 date it was read in its header) with the resolution NVIDIA gives each code and the decision the node
 takes from it. ``load_catalog`` reads it, ``xid_verdict`` applies it to every logged event of one Xid
 on one GPU, ``parse_extra_xids`` reads a fleet's added codes (``--extra-fatal-xids``, node.env
-``HEALTH_EXTRA_FATAL_XIDS``). health_decide calls it.
+``HEALTH_EXTRA_FATAL_XIDS``). health.decide calls it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Owns the shapes of what the check reads on a node and the data they become: ``nvidia-smi
 --query-gpu`` CSV rows (``SmiTable``), ``nvidia-smi -q`` Fabric sections, NVRM Xid lines of the
-kernel log (``XidEvent``); ``dcgmi diag -j`` JSON is health_dcgm's. Nothing here runs a tool,
-reads a file or judges health: health_decide does that from these facts.
+kernel log (``XidEvent``); ``dcgmi diag -j`` JSON is health.dcgm's. Nothing here runs a tool,
+reads a file or judges health: health.decide does that from these facts.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: The ``--query-gpu`` columns, in the order parse_smi_csv reads them (health_probe asks for them).
+#: The ``--query-gpu`` columns, in the order parse_smi_csv reads them (health.probe asks for them).
 NVIDIA_SMI_FIELDS = (
     "index",
     "name",

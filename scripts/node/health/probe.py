@@ -4,7 +4,7 @@ Owns the commands the check runs and how: ``nvidia-smi`` with a timeout that sur
 driver, the kernel log (``journalctl -k``, else ``dmesg``), ``dcgmi diag -r 1 -j`` where it is
 installed, the instance type from IMDSv2, and the Fabric Manager probe of NVSwitch types
 (``systemctl is-active`` or ``nvidia-smi -q``, polled while the fabric is still coming up).
-health_parse turns the output into facts; health_decide judges them.
+health.parse turns the output into facts; health.decide judges them.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import subprocess
 import time
 from collections.abc import Iterable
 
-from health_dcgm import DcgmOutcome, parse_dcgm_json
-from health_decide import FABRIC_MANAGER_UNIT, FabricInput, fabric_check, fabric_reasons
-from health_efa import EfaInput, find_ofi_nccl, parse_fi_info
-from health_parse import NVIDIA_SMI_FIELDS, SmiResult, first_line
 from imds_client import ImdsClient, ImdsError
+
+from health.dcgm import DcgmOutcome, parse_dcgm_json
+from health.decide import FABRIC_MANAGER_UNIT, FabricInput, fabric_check, fabric_reasons
+from health.efa import EfaInput, find_ofi_nccl, parse_fi_info
+from health.parse import NVIDIA_SMI_FIELDS, SmiResult, first_line
 
 LOG = logging.getLogger("gpu-health")
 

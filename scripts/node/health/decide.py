@@ -1,10 +1,10 @@
 """The GPU health decision: facts in, verdict and reasons out (pure, standard library only).
 
 Owns what makes a node unhealthy: the driver answering, the GPU count, uncorrectable ECC errors,
-fatal Xids (the policy table is health_xids), the NVSwitch fabric of the instance types that
+fatal Xids (the policy table is health.xids), the NVSwitch fabric of the instance types that
 have one, and a failed DCGM diagnostic; and what is only a warning (persistence mode off, a hot
 GPU, application Xids, a DCGM that could not run unless it is required). ``evaluate`` is the
-entry; it runs no tool and calls no AWS API (health_probe reads, health_act acts).
+entry; it runs no tool and calls no AWS API (health.probe reads, health.act acts).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from health_dcgm import DcgmOutcome
-from health_efa import EfaInput, efa_reasons
-from health_parse import (
+from health.dcgm import DcgmOutcome
+from health.efa import EfaInput, efa_reasons
+from health.parse import (
     GpuRow,
     SmiResult,
     SmiTable,
@@ -26,7 +26,7 @@ from health_parse import (
     parse_xids,
     pci_key,
 )
-from health_xids import warning_note, xid_verdict
+from health.xids import warning_note, xid_verdict
 
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager.service"
 PERSISTENCE_FIX_COMMAND = ("nvidia-smi", "-pm", "1")
