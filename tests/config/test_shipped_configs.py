@@ -2,8 +2,8 @@
 
 Every other test reads the test configs (tests/fixtures/config/); the snapshot tests read config/
 for the templates it gives. The second test shows the suite survives a user's own config: it
-copies config/, adds one more valid fleet to dev, and runs the fleet and config tests against the
-copy (GPU_PLATFORM_TEST_CONFIG_DIR points the suite there).
+copies config/, adds one more valid fleet to dev, and runs the fleet and config tests (those not
+marked slow) against the copy (GPU_PLATFORM_TEST_CONFIG_DIR points the suite there).
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ def test_fleet_and_config_tests_pass_on_a_copy_of_config_with_one_more_fleet(tmp
             "no:xdist",
             "-p",
             "no:randomly",
+            "-m",
+            "not slow",  # the slow ones (real AWS CLI runs, timers) exercise the node scripts, not the config
             "tests/fleets",
             "tests/config",
             "--deselect",
