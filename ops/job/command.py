@@ -176,6 +176,8 @@ def logs(
     with _one_line_errors(lambda: context.environment.region):
         if not follow:
             lines: Any = job_logs.read(context, job)
+            if not lines:
+                print(f"job {job} has written no output yet ({context.names.job_log_group}: {job}/*)", file=sys.stderr)
         else:
             ids = list(latest_launch(context, job).instance_ids)
             lines = job_logs.follow(

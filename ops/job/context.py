@@ -21,7 +21,7 @@ from ops.preflight.aws import NO_CREDENTIALS, Aws, describe_failure, error_code
 #: What the job commands call; named in the fix of an access-denied error.
 JOB_ACCESS = (
     "autoscaling:DescribeAutoScalingGroups, ec2:DescribeInstances, ssm:SendCommand (the job document and the "
-    "fleet's instances), ssm:ListCommands, ssm:GetCommandInvocation, logs:FilterLogEvents"
+    "fleet's instances), ssm:ListCommands, ssm:GetCommandInvocation, logs:DescribeLogStreams, logs:FilterLogEvents"
 )
 _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}
 _REJECTED = {"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException"}

@@ -1,10 +1,10 @@
 """A job's output, read from its log streams in ``/gpu-platform/<env>/jobs``.
 
 The job runner on each node writes the job's output to the stream ``<JobId>/<instance-id>``
-(``ResourceNames.job_log_stream``). The streams of a job are read together with FilterLogEvents and the
-stream name prefix ``<JobId>/`` (a JobId holds no ``/``, so the prefix is the job's streams and only
-them, including those of nodes of earlier launches); FilterLogEvents interleaves the events of the
-streams it reads. ``follow`` polls for new events until it is interrupted or no node runs the job.
+(``ResourceNames.job_log_stream``). The job's streams are those named with the prefix ``<JobId>/`` (a JobId
+holds no ``/``, so the prefix is the job's streams and only them, nodes of earlier launches included):
+DescribeLogStreams lists them, FilterLogEvents reads them by name (at most 100 a call) and interleaves their
+events. ``follow`` polls for new events until it is interrupted or no node runs the job.
 """
 
 from __future__ import annotations
@@ -33,14 +33,17 @@ def stream_prefix(job_id: str) -> str:
     return ResourceNames.job_log_stream(job_id, "")
 
 
-def read(context: JobContext, job_id: str, start_ms: int | None = None) -> list[Line]:
-    """Every event of the job's streams from ``start_ms`` on (all of them when None), oldest first."""
+#: FilterLogEvents' limit of stream names per call.
+MAX_STREAMS_PER_CALL = 100
+
+
+def streams(context: JobContext, job_id: str) -> list[str]:
+    """The names of the job's log streams (one per node that has written)."""
     group = context.names.job_log_group
-    options: dict[str, Any] = {"logGroupName": group, "logStreamNamePrefix": stream_prefix(job_id)}
-    if start_ms is not None:
-        options["startTime"] = start_ms
     try:
-        events = context.aws.pages("logs", "filter_log_events", "events", **options)
+        found = context.aws.pages(
+            "logs", "describe_log_streams", "logStreams", logGroupName=group, logStreamNamePrefix=stream_prefix(job_id)
+        )
     except ClientError as err:
         if error_code(err) == "ResourceNotFoundException":
             raise JobError(
@@ -48,6 +51,21 @@ def read(context: JobContext, job_id: str, start_ms: int | None = None) -> list[
                 f"{context.names.stack_name('Fleets')} stack (it creates the group)"
             ) from None
         raise
+    return sorted(s["logStreamName"] for s in found)
+
+
+def read(context: JobContext, job_id: str, start_ms: int | None = None) -> list[Line]:
+    """Every event of the job's streams from ``start_ms`` on (all of them when None), oldest first."""
+    names = streams(context, job_id)
+    events: list[dict[str, Any]] = []
+    for first in range(0, len(names), MAX_STREAMS_PER_CALL):
+        options: dict[str, Any] = {
+            "logGroupName": context.names.job_log_group,
+            "logStreamNames": names[first : first + MAX_STREAMS_PER_CALL],
+        }
+        if start_ms is not None:
+            options["startTime"] = start_ms
+        events += context.aws.pages("logs", "filter_log_events", "events", **options)
     lines = [
         Line(e["timestamp"], e["logStreamName"].split("/", 1)[-1], e["message"].rstrip("\n"), e["eventId"])
         for e in events
