@@ -1,8 +1,9 @@
 """The ``job`` sub-app of ``gpu-platform``: run, list, status, logs and cancel training jobs.
 
-Exit codes: 0 done; 1 the job was refused, did not start, or (status, cancel) a node reports it failed or
-still running; 2 a usage, config, credentials or AWS problem. Every problem is one line on stderr. ``run``
-prints what it does on stderr and the job id alone on stdout, so ``JOB=$(gpu-platform job run ...)`` works.
+Exit codes: 0 done; 1 the job was refused or did not start, ``status`` found a node failed or unanswered,
+``cancel`` left it running (or unanswered) on a node; 2 a usage, config, credentials or AWS problem. Every
+problem is one line on stderr. ``run`` prints what it does on stderr and the job id alone on stdout, so
+``JOB=$(gpu-platform job run ...)`` works.
 """
 
 from __future__ import annotations
@@ -140,8 +141,16 @@ def _states(env: str, job: str, config_dir: Path, action: str, json_out: bool) -
         print(json.dumps({"job": job, "nodes": list(reports.values())}, indent=2))
     else:
         states_table(job, reports)
-    bad = {"failed", "unknown"} | (RUNNING_STATES if action == "stop" else set())
-    raise typer.Exit(1 if any(r["state"] in bad for r in reports.values()) else 0)
+    if action == "stop":  # the job may still run where a node answers active, or did not answer at all
+        bad = [r for r in reports.values() if r["state"] in RUNNING_STATES or _unanswered(r)]
+    else:
+        bad = [r for r in reports.values() if r["state"] in ("failed", "unknown")]
+    raise typer.Exit(1 if bad else 0)
+
+
+def _unanswered(report: dict[str, Any]) -> bool:
+    """A running node whose run of the document failed (a node that is gone reports ``node <EC2 state>``)."""
+    return report["state"] == "unknown" and not str(report.get("result")).startswith("node ")
 
 
 @app.command(epilog="Example: gpu-platform job status train-20250101-120000-ab12 --env dev")

@@ -100,6 +100,22 @@ def test_cancel_stops_the_job_on_its_nodes(aws, nodes: FakeNodes, capsys) -> Non
     assert {nodes.report("bert", i)["state"] for i in (a, b)} == {"inactive"}
 
 
+def test_cancel_succeeds_past_a_node_that_is_gone_and_fails_where_the_job_stays(
+    aws, nodes: FakeNodes, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fleet, (a, b) = deploy(aws, 2)
+    start(capsys, "bert")
+    aws.client("ec2").terminate_instances(InstanceIds=[a])
+    code, out, _ = job(capsys, "cancel", "bert", "--json")
+    assert code == 0 and fleet.commands("stop")[-1]["InstanceIds"] == [b]
+    assert {n["instance_id"]: n["state"] for n in json.loads(out)["nodes"]} == {a: "unknown", b: "inactive"}
+    start(capsys, "gpt")
+    monkeypatch.setattr(FakeNodes, "run", lambda _self, _i, _p: ("Failed", 1, "", "systemctl: unit hangs"))
+    code, out, _ = job(capsys, "cancel", "gpt", "--json")  # the stop failed on b: the job may still run there
+    (node,) = json.loads(out)["nodes"]
+    assert code == 1 and (node["state"], node["result"]) == ("unknown", "Failed (exit 1): systemctl: unit hangs")
+
+
 def test_a_job_of_more_than_50_nodes_takes_several_commands_and_stays_one_launch(aws, nodes) -> None:
     context = open_context(ENV, TEST_CONFIG_DIR)
     ids = [f"i-{n:017x}" for n in range(1, 121)]
