@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from config.loader import CONFIG_DIR, ConfigError
+from ops.job.command import app as job_app
 
 NO_CREDENTIALS = (
     "no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (the shipped configs use "
@@ -31,6 +32,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+app.add_typer(job_app, name="job")
 
 EnvOption = Annotated[str, typer.Option("--env", "-e", help="environment: the name of a config/<env>.yaml")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]

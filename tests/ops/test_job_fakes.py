@@ -1,0 +1,170 @@
+"""What the job command tests share: a deployed training fleet in moto, and nodes that answer the job document.
+
+moto records SendCommand and ListCommands as AWS does, but runs nothing on an instance: every invocation
+succeeds with empty output. ``FakeNodes`` plays the node side of the job document instead, following the
+runner's contract (``scripts/node/jobs/runner.py start|status|stop``: one JSON line per run, exit 1 when a
+start is refused): it sets each invocation's status, exit code and output on moto's SSM backend as the
+node would have produced them, and can hold an invocation InProgress for a number of polls. It also keeps
+a command to the instance ids it was sent to (moto adds every instance of the region when Targets is empty).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from moto.ec2.models import ec2_backends
+from moto.ssm.models import SimpleSystemManagerBackend
+
+ACCOUNT = "222222222222"  # tests/fixtures/config/staging.yaml
+REGION = "us-east-1"
+ENV = "staging"
+GROUP = "gpu-platform-staging-training"
+PLACEMENT_GROUP = "staging-training-cluster"
+DOCUMENT = "gpu-platform-staging-job"
+STARTED_AT = "2026-01-05T10:00:00+00:00"
+
+
+@dataclass
+class FakeNodes:
+    """The job units of each node, as the runner would keep them in systemd."""
+
+    units: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    refuse: set[str] = field(default_factory=set)  # nodes whose start fails
+    polls_in_progress: int = 0  # GetCommandInvocation answers InProgress this many times per invocation
+    polled: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def report(self, job: str, instance_id: str) -> dict[str, Any]:
+        unit = self.units.get((instance_id, job), {"state": "inactive", "result": None, "exit_code": None})
+        return {
+            "job": job,
+            "instance_id": instance_id,
+            "unit": f"gpu-job-{job}.service",
+            "started_at": unit.get("started_at"),
+            **{k: unit[k] for k in ("state", "result", "exit_code")},
+        }
+
+    def set_state(self, instance_id: str, job: str, state: str, result: str | None, exit_code: int | None) -> None:
+        unit = self.units.setdefault((instance_id, job), {"started_at": STARTED_AT})
+        unit.update(state=state, result=result, exit_code=exit_code)
+
+    def run(self, instance_id: str, parameters: dict[str, list[str]]) -> tuple[str, int, str, str]:
+        """Status, exit code, stdout, stderr of the document on one node."""
+        action = parameters.get("Action", ["start"])[0]
+        job = parameters["JobId"][0]
+        if action == "start":
+            running = self.report(job, instance_id)["state"] in ("active", "activating")
+            if instance_id in self.refuse or running:
+                reason = "nvidia-smi reports no GPU" if instance_id in self.refuse else f"job {job} is already active"
+                return (
+                    "Failed",
+                    1,
+                    json.dumps({**self.report(job, instance_id), "reason": reason}),
+                    f"refused: {reason}",
+                )
+            self.set_state(instance_id, job, "active", None, None)
+        elif action == "stop" and (instance_id, job) in self.units:
+            self.set_state(instance_id, job, "inactive", "success", 143)
+        return "Success", 0, json.dumps(self.report(job, instance_id)) + "\n", ""
+
+
+@pytest.fixture
+def nodes(monkeypatch: pytest.MonkeyPatch) -> FakeNodes:
+    fake = FakeNodes()
+    send = SimpleSystemManagerBackend.send_command
+    get = SimpleSystemManagerBackend.get_command_invocation
+
+    def send_command(backend: SimpleSystemManagerBackend, **kwargs: Any) -> Any:
+        requested = list(kwargs["instance_ids"])
+        command = send(backend, **kwargs)
+        # moto adds every instance of the region to a command sent without Targets; AWS runs it on the ids given.
+        command.instance_ids = requested
+        command.invocations = [i for i in command.invocations if i["InstanceId"] in requested]
+        command.target_count = command.completed_count = len(requested)
+        for invocation in command.invocations:
+            status, code, out, err = fake.run(invocation["InstanceId"], command.parameters)
+            invocation.update(
+                Status=status, StatusDetails=status, ResponseCode=code, StandardOutputContent=out,
+                StandardErrorContent=err,
+            )  # fmt: skip
+        return command
+
+    def get_command_invocation(backend: SimpleSystemManagerBackend, command_id: str, instance_id: str, *rest: Any):
+        answer = get(backend, command_id, instance_id, *rest)
+        key = (command_id, instance_id)
+        fake.polled[key] = fake.polled.get(key, 0) + 1
+        if fake.polled[key] <= fake.polls_in_progress:
+            return {**answer, "Status": "InProgress", "ResponseCode": -1, "StandardOutputContent": ""}
+        return answer
+
+    monkeypatch.setattr(SimpleSystemManagerBackend, "send_command", send_command)
+    monkeypatch.setattr(SimpleSystemManagerBackend, "get_command_invocation", get_command_invocation)
+    monkeypatch.setattr("ops.job.remote.time.sleep", lambda _s: None)
+    return fake
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch):
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "MOTO_ACCOUNT_ID": ACCOUNT,
+    }.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        yield boto3.session.Session(region_name=REGION)
+
+
+@dataclass
+class Fleet:
+    session: boto3.session.Session
+    subnet: str
+    ami: str
+
+    def launch(self, instance_type: str = "p4d.24xlarge", placement_group: str | None = PLACEMENT_GROUP) -> str:
+        """A node the group launched: an instance attached to the group, placed as EC2 would place it."""
+        ec2 = self.session.client("ec2")
+        instance = ec2.run_instances(
+            ImageId=self.ami, InstanceType=instance_type, MinCount=1, MaxCount=1, SubnetId=self.subnet
+        )["Instances"][0]["InstanceId"]
+        ec2_backends[ACCOUNT][REGION].get_instance(instance).placement.group_name = placement_group or ""
+        self.session.client("autoscaling").attach_instances(InstanceIds=[instance], AutoScalingGroupName=GROUP)
+        return instance
+
+    def ip(self, instance_id: str) -> str:
+        found = self.session.client("ec2").describe_instances(InstanceIds=[instance_id])
+        return found["Reservations"][0]["Instances"][0]["PrivateIpAddress"]
+
+    def commands(self, action: str | None = None) -> list[dict[str, Any]]:
+        """The job document's commands moto recorded, oldest first."""
+        listed = self.session.client("ssm").list_commands()["Commands"]
+        mine = [c for c in listed if c["DocumentName"] == DOCUMENT]
+        return [c for c in mine if action is None or c["Parameters"]["Action"] == [action]]
+
+
+def deploy(session: boto3.session.Session, count: int = 2) -> tuple[Fleet, list[str]]:
+    """The training fleet's group (cluster placement group, as the Fleets stack makes it) with ``count`` nodes;
+    returns the fleet and its node ids in id order."""
+    ec2 = session.client("ec2")
+    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.0.0/20", AvailabilityZone="us-east-1a")["Subnet"]
+    template = ec2.create_launch_template(
+        LaunchTemplateName="training", LaunchTemplateData={"ImageId": ami, "InstanceType": "p4d.24xlarge"}
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    session.client("autoscaling").create_auto_scaling_group(
+        AutoScalingGroupName=GROUP,
+        LaunchTemplate={"LaunchTemplateId": template, "Version": "$Latest"},
+        MinSize=0,
+        MaxSize=8,
+        DesiredCapacity=0,
+        VPCZoneIdentifier=subnet["SubnetId"],
+        PlacementGroup=PLACEMENT_GROUP,
+    )
+    fleet = Fleet(session, subnet["SubnetId"], ami)
+    return fleet, sorted(fleet.launch() for _ in range(count))
