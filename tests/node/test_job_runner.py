@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from tests.node.test_job_support import INSTANCE_ID, LOG_GROUP, JobNode
 from tests.node.test_job_support import job_node as job_node  # the fixture
 
@@ -161,6 +163,7 @@ def test_an_active_job_is_not_started_twice(job_node: JobNode) -> None:
     node.runner("stop", "twice")
 
 
+@pytest.mark.slow  # the supervisor retries the last lines for SHIP_CLOSE_TIMEOUT_S before it exits
 def test_the_job_keeps_its_output_when_cloudwatch_logs_cannot_be_reached(job_node: JobNode) -> None:
     node = job_node
     node.worker_env(steps=3, every=0, step_s=0.02)

@@ -73,6 +73,7 @@ class LogShipper:
         self.sent = 0
         self.failures = 0
         self._failing = False
+        self._deadline = float("inf")
 
     # -- producer side -------------------------------------------------------------------------
 
@@ -93,7 +94,9 @@ class LogShipper:
         self._thread.start()
 
     def close(self, timeout_s: float = 10.0) -> bool:
-        """Stop the thread after a last flush, waiting at most ``timeout_s``. True when everything was sent."""
+        """Stop the thread after a last flush (retried as usual), waiting at most ``timeout_s``. True when
+        everything was sent."""
+        self._deadline = time.monotonic() + timeout_s
         self._stopping.set()
         self._wake.set()
         if self._thread.is_alive():
@@ -183,9 +186,10 @@ class LogShipper:
                 if not self._failing:  # once per outage, not once per retry
                     self._failing = True
                     self._note(f"cannot ship to {self.group}:{self.stream} ({_error_code(err)}: {err}); retrying")
+                if stopping and time.monotonic() + backoff >= self._deadline:
+                    return
+            else:
                 if stopping:
                     return
-            if stopping:
-                return
             self._wake.wait(backoff or self.flush_interval_s)
             self._wake.clear()
