@@ -69,7 +69,7 @@ def test_the_hook_checkpoints_a_runner_job_which_then_resumes_from_its_newest_co
     last = events(node, "checkpoint")[-1]["step"]
     assert last >= saved["step"]
     # A node that dies mid-write leaves a dot-file newer than every complete checkpoint.
-    (checkpoints / f".step-{last + 7:09d}.pt").write_text("half a checkp")
+    (checkpoints / f".step-{last + 50_000:09d}.pt").write_text("half a checkp")
 
     code, _, err = start(node, JOB, command)  # job run --resume: same JobId on a fresh start
     assert code == 0, err
@@ -78,4 +78,4 @@ def test_the_hook_checkpoints_a_runner_job_which_then_resumes_from_its_newest_co
     assert {worker["step"] for worker in resumed} == {last}
     node.runner("stop", JOB)
     names = sorted(p.name for p in checkpoints.iterdir())
-    assert ".step-000090000.pt" in names and f".step-{last + 7:09d}.pt" in names  # left alone, never read
+    assert ".step-000090000.pt" in names and f".step-{last + 50_000:09d}.pt" in names  # left alone, never read

@@ -141,7 +141,9 @@ def test_a_failing_job_reports_its_exit_status_and_can_be_relaunched(job_node: J
     assert restarts == ["0", "1"]
     assert "torchrun exited with status 1" in node.job_log("fail-1")
 
-    # A relaunch under the same name (job run --resume): the failed unit is reset, the job resumes.
+    # A relaunch under the same name (job run --resume): the failed unit is reset, a pid file left by a
+    # killed supervisor (a pid that no longer runs) is removed, the job resumes.
+    (node.pid_dir / "fail-1.pid").write_text("999999999\n")
     code, _, err = start(node, "fail-1", command)
     assert code == 0, err
     assert ["systemctl", "reset-failed", "gpu-job-fail-1.service"] in node.systemd_calls()
@@ -161,6 +163,10 @@ def test_an_active_job_is_not_started_twice(job_node: JobNode) -> None:
     assert err.startswith("jobs.runner: job twice is already active")
     assert len([call for call in node.systemd_calls() if call[0] == "systemd-run"]) == 1
     node.runner("stop", "twice")
+    # A job of that name started by hand (its own live pid file) is not started over either.
+    (node.pid_dir / "twice.pid").write_text(f"{os.getpid()}\n")
+    code, refused, _ = start(node, "twice", command)
+    assert code == 1 and "names a live process" in refused["error"]
 
 
 @pytest.mark.slow  # the supervisor retries the last lines for SHIP_CLOSE_TIMEOUT_S before it exits

@@ -66,6 +66,23 @@ def read_env_file(path: str) -> dict[str, str]:
     return values
 
 
+def pid_alive(pid_file: Path) -> bool:
+    """Whether ``pid_file`` names a running process."""
+    try:
+        pid = int(pid_file.read_text().strip() or "0")
+    except (OSError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def instance_id(settings: Settings) -> str | None:
     try:
         return ImdsClient(settings.imds_url).get(INSTANCE_ID_PATH)
@@ -125,8 +142,9 @@ def start(args: argparse.Namespace, settings: Settings) -> int:
     if shown.get("ActiveState") in ACTIVE_STATES:
         return refuse(settings, job, me, f"job {job} is already {shown['ActiveState']} on this node ({unit})")
     pid_file = Path(settings.training_pid_dir) / f"{job}.pid"
-    if pid_file.exists():
-        return refuse(settings, job, me, f"{pid_file} exists: a job of that name runs on this node outside the runner")
+    if pid_alive(pid_file):
+        return refuse(settings, job, me, f"{pid_file} names a live process: a job of that name runs on this node")
+    pid_file.unlink(missing_ok=True)  # left by a supervisor that was killed (SIGKILL after TimeoutStopSec)
     if shown.get("LoadState") == "loaded":  # ended (failed): a relaunch under the same name
         subprocess.run([settings.systemctl, "reset-failed", unit], capture_output=True, check=False, timeout=30)
     record = {
