@@ -68,6 +68,7 @@ class PlatformStage(Stage):
             topic=self.security.alerts_topic,
             file_system_id=self.storage.lustre.file_system.file_system_id,
             trail_log_group=self.security.audit.log_group,
+            services=self.fleets.services,
         )
         # Every role of the environment, in every stack, carries the boundary.
         iam.PermissionsBoundary.of(self).apply(self.security.boundary)

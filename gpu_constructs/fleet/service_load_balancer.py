@@ -15,6 +15,7 @@ from constructs import Construct
 
 from config.fleets.service import Service
 from gpu_constructs.compliance.acknowledge import acknowledge
+from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.network.platform_vpc import GPU_SUBNET_GROUP, PUBLIC_SUBNET_GROUP
 
 #: Target health checks: a node is healthy after 3 answers in a row, unhealthy after 3 misses (15 s apart).
@@ -146,10 +147,21 @@ class ServiceLoadBalancer(Construct):
             default_target_groups=[self.target_group],
             open=False,  # the security group above holds the clients
         )
-        auto_scaling_group.attach_to_application_target_group(self.target_group)
+        # The group registers its nodes once they complete the launch hook. Set on the group itself, not by
+        # attach_to_application_target_group: that also opens the node group to the load balancer with a rule
+        # in the node group's (network) stack, which would then depend on this one.
+        group = cfn_child(auto_scaling_group, autoscaling.CfnAutoScalingGroup)
+        group.target_group_arns = [self.target_group.target_group_arn]
+        auto_scaling_group.node.add_dependency(self.listener)  # a target group takes nodes once it has a listener
         if lb_config.requests_per_target is not None:
-            auto_scaling_group.scale_on_request_count(
-                "RequestsPerTarget", target_requests_per_minute=lb_config.requests_per_target
+            autoscaling.TargetTrackingScalingPolicy(
+                self,
+                "RequestsPerTarget",
+                auto_scaling_group=auto_scaling_group,
+                predefined_metric=autoscaling.PredefinedMetric.ALB_REQUEST_COUNT_PER_TARGET,
+                # app/<lb name>/<id>/targetgroup/<tg name>/<id> (Auto Scaling API, PredefinedMetricSpecification)
+                resource_label=f"{self.load_balancer.load_balancer_full_name}/{self.target_group.target_group_full_name}",
+                target_value=lb_config.requests_per_target,  # requests per node per minute
             )
         scheme = "https" if https else "http"
         self.url = f"{scheme}://{self.load_balancer.load_balancer_dns_name}"

@@ -168,8 +168,11 @@ def test_clients_reach_the_service_port_of_the_nodes_through_the_load_balancer_o
     )  # fmt: skip
     assert {"Key": "deregistration_delay.timeout_seconds", "Value": "45"} in props["TargetGroupAttributes"]
     # ... and the fleet's group registers its nodes there and replaces those the load balancer finds unhealthy.
-    group = only(http, "AWS::AutoScaling::AutoScalingGroup")[1]["Properties"]
+    group_resource = only(http, "AWS::AutoScaling::AutoScalingGroup")[1]
+    group = group_resource["Properties"]
     assert group["TargetGroupARNs"] == [{"Ref": tg_id}]
+    listener_id = next(iter(http.find_resources("AWS::ElasticLoadBalancingV2::Listener")))
+    assert listener_id in group_resource["DependsOn"]  # registered once the target group has its listener
     assert group["HealthCheckType"] == "ELB"  # EC2 status checks always count as well
     assert group["HealthCheckGracePeriod"] == TARGET_GRACE_PERIOD.to_seconds()
     assert TARGET_GRACE_PERIOD.to_seconds() > HEALTHY_THRESHOLD * HEALTH_CHECK_INTERVAL.to_seconds()
