@@ -150,8 +150,8 @@ class ServiceLoadBalancer(Construct):
         # The group registers its nodes once they complete the launch hook. Set on the group itself, not by
         # attach_to_application_target_group: that also opens the node group to the load balancer with a rule
         # in the node group's (network) stack, which would then depend on this one.
-        group = cfn_child(auto_scaling_group, autoscaling.CfnAutoScalingGroup)
-        group.target_group_arns = [self.target_group.target_group_arn]
+        cfn_group = cfn_child(auto_scaling_group, autoscaling.CfnAutoScalingGroup)
+        cfn_group.target_group_arns = [self.target_group.target_group_arn]
         auto_scaling_group.node.add_dependency(self.listener)  # a target group takes nodes once it has a listener
         if lb_config.requests_per_target is not None:
             autoscaling.TargetTrackingScalingPolicy(
