@@ -178,12 +178,30 @@ class Environment(Strict):
                         f"@fleets[{i}].availability_zones[{j}]: {zone!r} is not one of this environment's zones; "
                         f"fix: use one of {', '.join(self.availability_zones)}"
                     )
+            problems += self._service_problems(i, fleet)
             if fleet.efa and fleet.availability_zones != [lustre_zone]:
                 problems.append(
                     f"@fleets[{i}].availability_zones: the EFA fleet {fleet.name!r} runs in "
                     f"{', '.join(fleet.availability_zones)} but the Lustre file system is in {lustre_zone}; "
                     "fix: put both in the same zone (storage.file_system.availability_zone)"
                 )
+        return problems
+
+    def _service_problems(self, i: int, fleet: Fleet) -> list[str]:
+        """An Application Load Balancer spans two zones or more, and an internet-facing one public subnets."""
+        if fleet.service is None:
+            return []
+        problems = []
+        if len(self.availability_zones) < 2:
+            problems.append(
+                f"@fleets[{i}].service: a load balancer needs subnets in two availability zones, the environment "
+                f"has {len(self.availability_zones)}; fix: list a second zone in availability_zones"
+            )
+        if not fleet.service.load_balancer.internal and self.network.egress is not EgressMode.NAT:
+            problems.append(
+                f"@fleets[{i}].service.load_balancer.internal: false needs public subnets, which only "
+                "network.egress 'nat' creates; fix: keep internal: true (clients in the VPC) or set egress to 'nat'"
+            )
         return problems
 
     def _image_problems(self) -> list[str]:

@@ -10,6 +10,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -23,6 +24,7 @@ from gpu_constructs.fleet.node_scripts import publish_node_scripts
 from gpu_constructs.fleet.render.node_logs import NODE_LOGS
 from gpu_constructs.fleet.render.node_settings import NodeSite, instance_type_facts, node_agent_config_json, node_env
 from gpu_constructs.fleet.render.user_data import render_user_data
+from gpu_constructs.fleet.service_load_balancer import ServiceLoadBalancer
 from gpu_constructs.network.platform_vpc import GPU_SUBNET_GROUP
 from stacks.base import PlatformStack
 
@@ -50,6 +52,7 @@ class FleetStack(PlatformStack):
         node_log_groups: Mapping[str, logs.ILogGroup],
         fsx_dns_name: str,
         fsx_mount_name: str,
+        access_log_bucket: s3.IBucket,
     ) -> None:
         super().__init__(
             scope, construct_id, env=env, stateful=False, description=f"GPU platform {env.name}: GPU fleets"
@@ -65,6 +68,7 @@ class FleetStack(PlatformStack):
         self.alerts_topic = alerts_topic
 
         self.fleets: dict[str, GpuFleet] = {}
+        self.services: dict[str, ServiceLoadBalancer] = {}  # fleet name -> its load balancer (served fleets)
         for fleet in env.fleets:
             catalog = [get_instance_type(name) for name in fleet.instance_types]
             group_name = names.asg_name(fleet.name)
@@ -103,12 +107,32 @@ class FleetStack(PlatformStack):
             # No node launches before it can fetch its scripts.
             gpu_fleet.auto_scaling_group.node.add_dependency(scripts.read_policy)
             self.fleets[fleet.name] = gpu_fleet
+            output_id = re.sub("[^A-Za-z0-9]", "", fleet.name.title())
             CfnOutput(
                 self,
-                f"GroupName{re.sub('[^A-Za-z0-9]', '', fleet.name.title())}",
+                f"GroupName{output_id}",
                 value=gpu_fleet.auto_scaling_group.auto_scaling_group_name,
                 description=f"GPU platform {env.name}: Auto Scaling group of the {fleet.name} fleet",
             )
+
+            if fleet.service is not None:  # the load balancer in front of an inference fleet's service
+                self.services[fleet.name] = ServiceLoadBalancer(
+                    self,
+                    f"Service-{fleet.name}",
+                    fleet_name=fleet.name,
+                    service=fleet.service,
+                    vpc=vpc,
+                    auto_scaling_group=gpu_fleet.auto_scaling_group,
+                    node_security_group=node_security_group,
+                    access_log_bucket=access_log_bucket,
+                    access_log_prefix=f"load-balancers/{fleet.name}",
+                )
+                CfnOutput(
+                    self,
+                    f"ServiceUrl{output_id}",
+                    value=self.services[fleet.name].url,
+                    description=f"GPU platform {env.name}: URL of the {fleet.name} fleet's service",
+                )
 
         self.ami_rollout = self._ami_rollout(env, names, node_role)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from aws_cdk import CfnOutput, Duration
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
@@ -10,17 +12,19 @@ from constructs import Construct
 from config import Environment
 from config.naming import ResourceNames
 from gpu_constructs.fleet.gpu_fleet import TERMINATE_HOOK_TIMEOUT
+from gpu_constructs.fleet.service_load_balancer import ServiceLoadBalancer
 from gpu_constructs.observability.alarm_factory import AlarmFactory
 from gpu_constructs.observability.fleet_alarms import FleetAlarms
 from gpu_constructs.observability.fsx_alarms import FsxAlarms
 from gpu_constructs.observability.platform_dashboard import FleetPanel, PlatformDashboard
 from gpu_constructs.observability.security_alarms import SecurityAlarms
+from gpu_constructs.observability.service_alarms import ServiceAlarms, ServiceTarget
 from gpu_constructs.observability.spot_events import SpotEvents
 from stacks.base import PlatformStack
 
 
 class MonitoringStack(PlatformStack):
-    """Attributes: ``fleet_alarms`` (fleet -> FleetAlarms), ``fsx_alarms``, ``security_alarms``, ``spot_events``, ``dashboard``."""
+    """Attributes: ``fleet_alarms`` (fleet -> FleetAlarms), ``service_alarms`` (served fleet -> ServiceAlarms), ``fsx_alarms``, ``security_alarms``, ``spot_events``, ``dashboard``."""
 
     def __init__(
         self,
@@ -31,6 +35,7 @@ class MonitoringStack(PlatformStack):
         topic: sns.ITopic,
         file_system_id: str,
         trail_log_group: logs.ILogGroup,
+        services: Mapping[str, ServiceLoadBalancer],
     ) -> None:
         super().__init__(
             scope, construct_id, env=env, stateful=False, description=f"GPU platform {env.name}: monitoring"
@@ -50,6 +55,18 @@ class MonitoringStack(PlatformStack):
                 terminate_hook_timeout=TERMINATE_HOOK_TIMEOUT,
             )
             for fleet in env.fleets
+        }
+        # Served fleets (fleet name -> load balancer, fleet stack): alarms on the load balancer's metrics.
+        targets = [
+            ServiceTarget(name, lb.load_balancer.load_balancer_full_name, lb.target_group.target_group_full_name)
+            for name, lb in services.items()
+        ]
+        served = {f.name: f.service for f in env.fleets if f.service is not None}
+        self.service_alarms = {
+            t.fleet_name: ServiceAlarms(
+                self, f"Service-{t.fleet_name}", target=t, thresholds=served[t.fleet_name].alarms, factory=factory
+            )
+            for t in targets
         }
         self.fsx_alarms = FsxAlarms(
             self,
@@ -74,6 +91,7 @@ class MonitoringStack(PlatformStack):
         alarms = [
             *(f.unhealthy for f in self.fleet_alarms.values()),
             *(a for f in self.fleet_alarms.values() for a in f.alarms.values()),
+            *(a for s in self.service_alarms.values() for a in s.alarms.values()),
             self.fsx_alarms.free_capacity,
             self.fsx_alarms.throughput,
             self.spot_events.alarm,
@@ -88,6 +106,7 @@ class MonitoringStack(PlatformStack):
             fsx_throughput=self.fsx_alarms.throughput_metric,
             fsx_free_capacity=self.fsx_alarms.free_capacity_metric,
             alarms=alarms,
+            services=targets,
         ).dashboard
         CfnOutput(
             self,

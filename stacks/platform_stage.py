@@ -58,6 +58,7 @@ class PlatformStage(Stage):
             node_log_groups=self.security.node_log_groups,
             fsx_dns_name=self.storage.lustre.file_system.dns_name,
             fsx_mount_name=self.storage.lustre.file_system.mount_name,
+            access_log_bucket=self.security.access_log_bucket,
         )
         self.fleets.add_stack_dependency(self.image, "the fleets resolve the AMI parameter the image stack writes")
         self.monitoring = MonitoringStack(
@@ -67,6 +68,7 @@ class PlatformStage(Stage):
             topic=self.security.alerts_topic,
             file_system_id=self.storage.lustre.file_system.file_system_id,
             trail_log_group=self.security.audit.log_group,
+            services=self.fleets.services,
         )
         # Every role of the environment, in every stack, carries the boundary.
         iam.PermissionsBoundary.of(self).apply(self.security.boundary)

@@ -41,9 +41,14 @@ class ServiceLoadBalancer(Strict):
     def _cidrs(cls, value: list[str]) -> list[str]:
         for i, cidr in enumerate(value):
             try:
-                ipaddress.IPv4Network(cidr, strict=True)
+                network = ipaddress.IPv4Network(cidr, strict=True)
             except ValueError:
                 raise ValueError(f"@[{i}]: {cidr!r} is not an IPv4 CIDR block; fix: write it as 10.0.0.0/16") from None
+            if network.prefixlen == 0:
+                raise ValueError(
+                    f"@[{i}]: {cidr} admits every address to a service without authentication; "
+                    "fix: list the clients' own ranges"
+                )
         return value
 
     @field_validator("allowed_security_groups")

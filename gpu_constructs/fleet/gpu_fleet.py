@@ -22,6 +22,7 @@ from gpu_constructs.compliance.acknowledge import acknowledge
 from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.fleet.fleet_launch_template import FleetLaunchTemplate, Volumes
 from gpu_constructs.fleet.fleet_metrics import gpu_metric
+from gpu_constructs.fleet.service_load_balancer import group_health_checks
 
 #: The terminate hook gives a training job this long to flush its checkpoint.
 TERMINATE_HOOK_TIMEOUT = Duration.minutes(10)
@@ -124,7 +125,7 @@ class GpuFleet(Construct):
             desired_capacity=(fleet.capacity.desired if fleet.capacity.desired is not None else fleet.capacity.min)
             if block is None
             else 0,
-            health_checks=autoscaling.HealthChecks.ec2(grace_period=Duration.minutes(15)),
+            health_checks=group_health_checks(served=fleet.service is not None),
             group_metrics=[autoscaling.GroupMetrics.all()],
             notifications=[
                 autoscaling.NotificationConfiguration(

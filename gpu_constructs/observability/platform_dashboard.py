@@ -10,6 +10,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from gpu_constructs.fleet.fleet_metrics import gpu_metric
+from gpu_constructs.observability.service_alarms import ServiceTarget, error_rate, service_metric
 
 #: Published by the node's GPU health check: one per node and market (spot | on-demand).
 NODE_RUNNING_METRIC = "NodeRunning"
@@ -50,6 +51,7 @@ class PlatformDashboard(Construct):
         fsx_throughput: cloudwatch.IMetric,
         fsx_free_capacity: cloudwatch.IMetric,
         alarms: Sequence[cloudwatch.IAlarm],
+        services: Sequence[ServiceTarget] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
@@ -103,7 +105,46 @@ class PlatformDashboard(Construct):
                     width=24,
                 ),
             )
+        for service in services:
+            self.dashboard.add_widgets(*service_row(service))
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(title="Lustre: throughput used (%)", left=[fsx_throughput], width=12),
             cloudwatch.GraphWidget(title="Lustre: free capacity (bytes)", left=[fsx_free_capacity], width=12),
         )
+
+
+def service_row(target: ServiceTarget) -> list[cloudwatch.IWidget]:
+    """A served fleet's row: requests, 5xx, p99 response time, healthy and unhealthy hosts."""
+    name, minute = target.fleet_name, Duration.minutes(1)
+    return [
+        cloudwatch.GraphWidget(
+            title=f"{name}: requests per minute",
+            left=[service_metric(target, "RequestCount", "Sum", minute, "requests")],
+            width=6,
+        ),
+        cloudwatch.GraphWidget(
+            title=f"{name}: 5xx",
+            left=[
+                service_metric(target, "HTTPCode_Target_5XX_Count", "Sum", minute, "from the nodes"),
+                service_metric(target, "HTTPCode_ELB_5XX_Count", "Sum", minute, "from the load balancer"),
+            ],
+            right=[error_rate(target, Duration.minutes(5))],
+            width=6,
+        ),
+        cloudwatch.GraphWidget(
+            title=f"{name}: response time (s)",
+            left=[
+                service_metric(target, "TargetResponseTime", "p99", minute, "p99"),
+                service_metric(target, "TargetResponseTime", "p50", minute, "p50"),
+            ],
+            width=6,
+        ),
+        cloudwatch.GraphWidget(
+            title=f"{name}: hosts",
+            left=[
+                service_metric(target, "HealthyHostCount", "Minimum", minute, "healthy"),
+                service_metric(target, "UnHealthyHostCount", "Maximum", minute, "unhealthy"),
+            ],
+            width=6,
+        ),
+    ]

@@ -33,11 +33,12 @@ def log_lifecycle(*, transition_days: int, expiration_days: int) -> list[s3.Life
 
 
 class AccessLogBucket(Construct):
-    """The target of every other bucket's server access logs.
+    """The target of every other bucket's server access logs, and of the load balancers' access logs.
 
     S3 server access logging delivers only to buckets encrypted with SSE-S3
-    (a default SSE-KMS key on the target makes delivery fail), so this is the one
-    bucket without a customer key. It does not log its own access (a bucket
+    (a default SSE-KMS key on the target makes delivery fail), and so do ALB access logs,
+    so this is the one bucket without a customer key. Each writer is admitted by its own
+    statement, under its own prefix (``ServiceLoadBalancer`` adds the load balancers'). It does not log its own access (a bucket
     logging into itself loops).
     """
 

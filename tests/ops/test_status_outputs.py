@@ -40,9 +40,20 @@ def test_every_output_has_a_description_and_names_its_resource(synth: Synth, env
     assert url == names.dashboard_url  # what `gpu-platform status` prints
 
     fleets = outputs(synth, env, "Fleets")
-    groups = {resource(synth, env, "Fleets", o["Value"])["Properties"]["AutoScalingGroupName"] for o in fleets.values()}
+    group_outputs = [o for k, o in fleets.items() if k.startswith("GroupName")]
+    groups = {resource(synth, env, "Fleets", o["Value"])["Properties"]["AutoScalingGroupName"] for o in group_outputs}
     assert groups == {names.asg_name(f.name) for f in synth.environments[env].fleets}
-    assert len(fleets) == len(synth.environments[env].fleets)
+    assert len(group_outputs) == len(synth.environments[env].fleets)
+    # A served fleet's URL: the scheme of its listener and the DNS name of its load balancer.
+    served = [f for f in synth.environments[env].fleets if f.service is not None]
+    urls = {k: o for k, o in fleets.items() if k.startswith("ServiceUrl")}
+    assert len(urls) == len(served) == len(fleets) - len(group_outputs)
+    for fleet in served:
+        (url,) = [o for o in urls.values() if f" {fleet.name} fleet" in o["Description"]]
+        scheme, dns = url["Value"]["Fn::Join"][1]
+        assert scheme == ("https://" if fleet.service and fleet.service.load_balancer.certificate_arn else "http://")
+        assert dns["Fn::GetAtt"][1] == "DNSName"
+        assert resource(synth, env, "Fleets", dns)["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer"
 
     storage = outputs(synth, env, "Storage")
     bucket = resource(synth, env, "Storage", storage["DataBucketName"]["Value"])

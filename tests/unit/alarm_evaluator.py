@@ -3,8 +3,8 @@
 Driven only by the template: each query's ``MetricStat`` (metric name, ``Period``, ``Stat``), the
 returned math ``Expression``, ``EvaluationPeriods``, ``DatapointsToAlarm``, ``Threshold``,
 ``ComparisonOperator`` and ``TreatMissingData``; a composite alarm by its ``AlarmRule``. It knows
-the arithmetic operators (+ - * / and parentheses) and the statistics the platform's alarms use;
-anything else raises, so that an alarm written with more than this understands fails its test
+the arithmetic operators (+ - * / and parentheses), FILL with a constant and the statistics the
+platform's alarms use; anything else raises, so that an alarm written with more than this understands fails its test
 instead of passing it by accident.
 """
 
@@ -70,6 +70,11 @@ def _evaluate(node: ast.AST, values: Mapping[str, float | None]) -> float | None
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         inner = _evaluate(node.operand, values)
         return None if inner is None else -inner
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "FILL":
+        # FILL(series, constant): the constant where the series has no datapoint.
+        series, constant = node.args
+        inner = _evaluate(series, values)
+        return _evaluate(constant, values) if inner is None else inner
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
         left, right = _evaluate(node.left, values), _evaluate(node.right, values)
         if left is None or right is None:  # a timestamp missing in one series is missing in the result
@@ -92,7 +97,10 @@ def expression_values(alarm: Mapping[str, Any], series: Mapping[str, Series]) ->
                 computed[query_id] = _datapoints(query["MetricStat"], series, minutes, count)
             else:
                 tree = ast.parse(query["Expression"], mode="eval")
-                names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+                functions = {
+                    c.func.id for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                }
+                names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - functions
                 inputs = {name: values_of(name) for name in names}
                 computed[query_id] = [_evaluate(tree, {n: inputs[n][k] for n in names}) for k in range(count)]
         return computed[query_id]

@@ -24,6 +24,8 @@ AWS_METRICS = {
     "AWS/AutoScaling": {"GroupDesiredCapacity", "GroupInServiceInstances", "GroupPendingInstances"},
     "AWS/FSx": {"FreeDataStorageCapacity", "DataReadBytes", "DataWriteBytes"},
     "AWS/Events": {"TriggeredRules"},
+    # ALB user guide, CloudWatch metrics for your Application Load Balancer (per TargetGroup, LoadBalancer).
+    "AWS/ApplicationELB": {"RequestCount", "HTTPCode_Target_5XX_Count", "TargetResponseTime", "UnHealthyHostCount"},
 }
 
 

@@ -14,6 +14,7 @@ from gpu_constructs.observability.platform_dashboard import (
     FleetPanel,
     PlatformDashboard,
 )
+from gpu_constructs.observability.service_alarms import ServiceTarget
 from tests.constructs.conftest import bare_stack, only, resolved, template
 from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 
@@ -53,3 +54,29 @@ def test_the_reason_panel_reads_what_the_health_check_publishes() -> None:
     """The node publishes one GpuNodeUnhealthy per reason class, by group and class (scripts/node/health/act.py)."""
     assert (NODE_UNHEALTHY_METRIC, REASON_DIMENSION) == (health_act.REASON_METRIC, health_act.REASON_DIMENSION)
     assert health_act.ASG_DIMENSION == "AutoScalingGroupName"
+
+
+def test_each_served_fleet_has_a_row_on_its_load_balancer_and_target_group() -> None:
+    stack = bare_stack()
+    metric = cloudwatch.Metric(namespace="AWS/FSx", metric_name="FreeDataStorageCapacity")
+    service = ServiceTarget("infer", "app/infer-lb/50dc6c495c0c9188", "targetgroup/infer-tg/943f017f100becff")
+    PlatformDashboard(stack, "Dash", dashboard_name="gpu-platform-dev", namespace="GpuPlatform/dev",
+                      fleets=[FleetPanel("infer", "gpu-platform-dev-infer")], fsx_throughput=metric,
+                      fsx_free_capacity=metric, alarms=[], services=[service])  # fmt: skip
+    tmpl = template(stack)
+    body = json.loads(resolved(tmpl, only(tmpl, "AWS::CloudWatch::Dashboard")[1]["Properties"]["DashboardBody"]))
+    row = {
+        w["properties"]["title"]: w["properties"]["metrics"]
+        for w in body["widgets"]
+        if w["properties"].get("title", "").startswith("infer: ")
+        and any("AWS/ApplicationELB" in json.dumps(m) for m in w["properties"]["metrics"])
+    }
+    assert sorted(row) == ["infer: 5xx", "infer: hosts", "infer: requests per minute", "infer: response time (s)"]
+    named = {m[1] for metrics in row.values() for m in metrics if m[0] == "AWS/ApplicationELB"}
+    assert named >= {"RequestCount", "HTTPCode_Target_5XX_Count", "TargetResponseTime", "HealthyHostCount",
+                     "UnHealthyHostCount"}  # fmt: skip
+    for metrics in row.values():
+        for m in metrics:
+            if m[0] == "AWS/ApplicationELB":  # each series is dimensioned by this load balancer and target group
+                assert m[2:6] == ["LoadBalancer", service.load_balancer_full_name, "TargetGroup",
+                                  service.target_group_full_name]  # fmt: skip
