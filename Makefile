@@ -79,7 +79,7 @@ lint-templates:
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy config gpu_constructs stacks scripts app.py $(wildcard ops)
+	$(VENV)/bin/mypy config gpu_constructs stacks scripts examples app.py $(wildcard ops)
 	$(PY) -m pytest -n 2
 
 ## test-fast: the suite without the tests marked slow (CLI synth, cfn-lint, the shipped-config copy, timed node flows)

@@ -133,11 +133,28 @@ def test_help_prints_usage_and_runs_nothing(script: Path, tmp_path: Path) -> Non
     trap = tmp_path / "bin"
     trap.mkdir()
     ran = tmp_path / "ran"
-    for tool in ("make", "git", "npm", "npx", "cdk", "aws", "pytest", "systemctl", "mount", "mkfs.xfs", "curl"):
+    tools = (
+        "make",
+        "git",
+        "npm",
+        "npx",
+        "cdk",
+        "aws",
+        "pytest",
+        "systemctl",
+        "systemd-run",
+        "mount",
+        "mkfs.xfs",
+        "curl",
+    )
+    for tool in tools:
         (trap / tool).write_text(f'#!/bin/sh\necho {tool} "$@" >> {ran}\n')
         (trap / tool).chmod(0o755)
     env = {**os.environ, "PATH": f"{trap}{os.pathsep}{os.environ['PATH']}"}
     command = [sys.executable, str(script)] if script.suffix == ".py" else ["bash", str(script)]
+    if (script.parent / "__init__.py").exists():  # a node package's module: run as the node runs it
+        env["PYTHONPATH"] = str(script.parent.parent)
+        command = [sys.executable, "-m", f"{script.parent.name}.{script.stem}"]
     run = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip(), "no usage printed"
