@@ -15,6 +15,11 @@ from config.schema import LOG_RETENTION_DAYS
 _RETENTION: dict[int, logs.RetentionDays] = dict(zip(LOG_RETENTION_DAYS, list(logs.RetentionDays), strict=False))
 
 
+def log_retention(days: int) -> logs.RetentionDays:
+    """CDK's retention for ``days``, one of CloudWatch Logs' periods (the config checks it)."""
+    return _RETENTION[days]
+
+
 class PlatformStack(Stack):
     """A stack named ``<env>-<Name>`` in the environment's account and region.
 
@@ -42,7 +47,7 @@ class PlatformStack(Stack):
             Tags.of(self).add(key, value)
         self.config = env
         self.removal_policy = RemovalPolicy.RETAIN if protect else RemovalPolicy.DESTROY
-        self.log_retention = _RETENTION[env.logging.retention_days]
+        self.log_retention = log_retention(env.logging.retention_days)
 
     @property
     def availability_zones(self) -> list[str]:

@@ -16,10 +16,12 @@ from constructs import Construct
 
 from config import Environment
 from config.catalog import get_instance_type
+from config.fleets import FleetRole
 from config.naming import ResourceNames
 from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.fleet.ami_rollout import AmiRollout, FleetRollout, refresh_preferences
 from gpu_constructs.fleet.gpu_fleet import GpuFleet
+from gpu_constructs.fleet.job_document import JobDocument
 from gpu_constructs.fleet.node_scripts import publish_node_scripts
 from gpu_constructs.fleet.render.node_logs import NODE_LOGS
 from gpu_constructs.fleet.render.node_settings import NodeSite, instance_type_facts, node_agent_config_json, node_env
@@ -31,7 +33,8 @@ from stacks.base import PlatformStack
 
 class FleetStack(PlatformStack):
     """Attributes: ``fleets`` (name -> GpuFleet), ``ami_rollout`` (the runbook that refreshes the fleets onto a
-    new AMI; None if no fleet is rolled).
+    new AMI; None if no fleet is rolled), ``job_document`` (the SSM document training jobs run through; None
+    without a training fleet).
 
     The alerts topic and the node log groups (one per ``NODE_LOGS`` entry, same names) come from the
     security stack, which outlives this one."""
@@ -135,6 +138,17 @@ class FleetStack(PlatformStack):
                 )
 
         self.ami_rollout = self._ami_rollout(env, names, node_role)
+        # Training jobs run through this document (``gpu-platform job``); only where a fleet trains.
+        self.job_document = None
+        if any(fleet.role is FleetRole.TRAINING for fleet in env.fleets):
+            jobs = env.jobs
+            self.job_document = JobDocument(
+                self,
+                "Jobs",
+                document_name=names.job_document,
+                rendezvous_port=jobs.rendezvous_port,
+                max_restarts=jobs.max_restarts,
+            ).document
 
     def _ami_rollout(self, env: Environment, names: ResourceNames, node_role: iam.IRole) -> AmiRollout | None:
         """Every fleet with a rollout (not Capacity Block fleets, not ``refresh.enabled: false``), refreshed

@@ -6,6 +6,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from config import EgressMode, Environment
+from config.fleets import FleetRole
 from gpu_constructs.network.efa_security_group import EfaSecurityGroup
 from gpu_constructs.network.node_security_group import NodeSecurityGroup
 from gpu_constructs.network.platform_vpc import PlatformVpc
@@ -58,4 +59,6 @@ class NetworkStack(PlatformStack):
             s3_prefix_list_id=s3.prefix_list_id,
             endpoint_security_group=self.endpoint_security_group,
             internet_egress=net.egress is EgressMode.NAT,
+            # EFA fleets carry their jobs' TCP in the EFA group; a training fleet without EFA needs it here.
+            training_traffic=any(fleet.role is FleetRole.TRAINING and not fleet.efa for fleet in env.fleets),
         ).security_group

@@ -20,7 +20,7 @@ from gpu_constructs.security.permissions_boundary import PassRoleGrant, Platform
 from gpu_constructs.security.platform_keys import PlatformKeys
 from gpu_constructs.security.session_manager import SessionManagerLogging
 from gpu_constructs.storage.hardened_bucket import AccessLogBucket, log_lifecycle
-from stacks.base import PlatformStack
+from stacks.base import PlatformStack, log_retention
 
 
 class SecurityStack(PlatformStack):
@@ -35,8 +35,9 @@ class SecurityStack(PlatformStack):
         sessions: Session Manager preferences document and its log group.
         alerts_topic: the topic every alarm, Spot notice and fleet notification goes to (e-mail subscribers).
         node_log_groups: name -> the log group ``/gpu-platform/<env>/node/<name>`` the nodes' agent ships to.
+        job_log_group: ``/gpu-platform/<env>/jobs``, the training jobs' output (one stream per job and node).
 
-    The topic and the node log groups live here, in a stateful stack, not with the fleets: the
+    The topic and the node and job log groups live here, in a stateful stack, not with the fleets: the
     fleet stack is the one replaced most often, and a replacement would fail on the groups' fixed
     names ("already exists") and make every subscriber confirm again.
     """
@@ -115,6 +116,16 @@ class SecurityStack(PlatformStack):
             log_retention=self.log_retention,
             removal_policy=self.removal_policy,
         )
+        # In every environment, trained on or not: a retained group with a fixed name must not come and
+        # go with the fleets (a second create of the name fails).
+        self.job_log_group = logs.LogGroup(
+            self,
+            "JobLog",
+            log_group_name=names.job_log_group,
+            encryption_key=self.logs_key,
+            retention=log_retention(env.jobs.log_retention_days or env.logging.retention_days),
+            removal_policy=self.removal_policy,
+        )
         self.node_role = GpuNodeRole(
             self,
             "GpuNode",
@@ -123,6 +134,7 @@ class SecurityStack(PlatformStack):
                 metrics_namespace=names.metrics_namespace,
                 node_log_group_prefix=names.node_log_group_prefix,
                 session_log_group_arn=self.sessions.log_group.log_group_arn,
+                job_log_group_arn=self.job_log_group.log_group_arn,
                 asg_name_prefix=names.asg_name_prefix,
                 ssm_parameter_prefix=names.ssm_parameter_prefix,
             ),

@@ -24,6 +24,7 @@ class NodeAccess:
     metrics_namespace: str
     node_log_group_prefix: str
     session_log_group_arn: str
+    job_log_group_arn: str  # the group's ARN as its Arn attribute gives it (``log-group:<name>:*``)
     asg_name_prefix: str
     ssm_parameter_prefix: str
 
@@ -38,6 +39,7 @@ class GpuNodeRole(Construct):
     - fleet: complete lifecycle hooks and report health on the platform's own
       Auto Scaling groups only (by name prefix);
     - read-only describes and the environment's SSM parameters;
+    - training jobs: the job runner writes the job's output to its own streams of the job log group;
     - containers: an ECR registry token and image pulls from this account's repositories in this region.
 
     Attributes:
@@ -207,6 +209,16 @@ class GpuNodeRole(Construct):
             fleet,
             f"AwsSolutions-IAM5[Resource::{arn}:ssm:{region_account}:parameter{access.ssm_parameter_prefix}*]",
             "The environment's parameters (AMI id, file system) share this path.",
+        )
+
+        self._policy(
+            "TrainingJobs",
+            iam.PolicyStatement(
+                # scripts/node/jobs/runner.py: CreateLogStream <job>/<instance id>, then PutLogEvents into it.
+                sid="JobLogStreams",
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[access.job_log_group_arn],
+            ),
         )
 
         images = f"{arn}:ecr:{region_account}:repository/*"

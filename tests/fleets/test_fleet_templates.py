@@ -175,21 +175,26 @@ def test_defaults_per_environment(synth: Synth) -> None:
     assert inference.on_demand_base_capacity > 0 and inference.on_demand_percentage_above_base == 0
 
 
-def test_placement_group_only_for_efa_fleets_without_a_capacity_block(synth: Synth, fleet_synth: Synth) -> None:
-    seen = 0
+def test_placement_group_only_where_configured_and_for_every_efa_fleet_without_a_capacity_block(
+    synth: Synth, fleet_synth: Synth
+) -> None:
+    seen = efa_seen = 0
     for stack_synth in (synth, fleet_synth):
         for env, cfg in stack_synth.environments.items():
             stack = fleets_stack(stack_synth, env)
             groups = {k: v for k, v in stack.resources("AWS::EC2::PlacementGroup").items()}
             for fleet in cfg.fleets:
                 group = _group(stack, fleet.name)
-                wants = fleet.efa and fleet.capacity_block is None
+                wants = fleet.placement != "none"
                 assert ("PlacementGroup" in group) is wants, fleet.name
+                if fleet.efa and fleet.capacity_block is None:
+                    assert wants, fleet.name  # the config requires cluster for them
+                    efa_seen += 1
                 if wants:
                     seen += 1
-                    assert groups[group["PlacementGroup"]["Ref"]]["Properties"]["Strategy"] == "cluster"
-            assert len(groups) == sum(f.efa and f.capacity_block is None for f in cfg.fleets)
-    assert seen >= 4
+                    assert groups[group["PlacementGroup"]["Ref"]]["Properties"]["Strategy"] == fleet.placement
+            assert len(groups) == sum(f.placement != "none" for f in cfg.fleets)
+    assert efa_seen >= 4 and seen > efa_seen  # dev's training fleet: a cluster group without EFA
 
 
 def test_capacity_reservation_targets(synth: Synth, fleet_synth: Synth) -> None:

@@ -27,7 +27,8 @@ NOWHERE = Path("/nonexistent-cdk-out")
 
 def _one_fleet(doc: dict[str, Any]) -> None:
     """dev with one g5.2xlarge fleet: base 1, 50 % On-Demand above it, 1..8 instances, desired 4."""
-    fleet = doc["fleets"][0]
+    fleet = next(f for f in doc["fleets"] if f["name"] == "inference")
+    doc["fleets"] = [fleet]
     fleet.update(
         instance_types=["g5.2xlarge"],
         capacity={"min": 1, "max": 8, "desired": 4},

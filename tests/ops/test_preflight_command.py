@@ -102,11 +102,16 @@ def test_quota_short_of_the_fleet_fails_with_its_fix(
     code = preflight_command("dev", True, _config(tmp_path), assembly=_assembly(tmp_path), aws=aws)
     errors = [f for f in _json(capsys) if f["level"] == "ERROR"]
     assert code == 1
+    # dev's two Spot G fleets: training (2 x g6.2xlarge, 8 vCPUs) and inference (4 x g4dn.2xlarge).
     assert [(f["check"], f["fix"]) for f in errors] == [
         (
             "vcpu-quotas",
+            "request L-3819A6DF >= 16 in Service Quotas (ec2, us-east-1), or lower fleets[training].capacity.max",
+        ),
+        (
+            "vcpu-quotas",
             "request L-3819A6DF >= 32 in Service Quotas (ec2, us-east-1), or lower fleets[inference].capacity.max",
-        )
+        ),
     ]
 
 
@@ -210,7 +215,8 @@ def test_table_shows_fixes_as_written(
     out = capsys.readouterr().out
     # rich would take "[inference]" for markup and drop it
     assert "or lower fleets[inference].capacity.max" in out
-    assert "1 error(s), 0 warning(s)" in out
+    assert "or lower fleets[training].capacity.max" in out
+    assert "2 error(s), 0 warning(s)" in out
 
 
 def test_default_session_is_made_for_the_config_region(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from tests.synth import TEST_CONFIG_DIR
 ACCOUNT = "111111111111"  # tests/fixtures/config/dev.yaml
 REGION = "us-east-1"
 GROUP = "gpu-platform-dev-inference"
+TRAINING_GROUP = "gpu-platform-dev-training"
 AMI_PARAMETER = "/imagebuilder/gpu-platform/dev/ami/latest"
 
 
@@ -37,6 +38,11 @@ def aws(monkeypatch: pytest.MonkeyPatch):
         yield boto3.session.Session(region_name=REGION)
 
 
+def inference(status: dict) -> dict:
+    (fleet,) = [f for f in status["fleets"] if f["name"] == "inference"]
+    return fleet
+
+
 def run(capsys: pytest.CaptureFixture[str], session=None, env: str = "dev") -> tuple[int, dict, str]:
     code = status_command(env, json_out=True, config_dir=TEST_CONFIG_DIR, session=session)
     out, err = capsys.readouterr()
@@ -45,7 +51,7 @@ def run(capsys: pytest.CaptureFixture[str], session=None, env: str = "dev") -> t
 
 def deploy_fleet(session: boto3.session.Session) -> dict[str, str]:
     """The inference fleet's group with two On-Demand nodes on an old AMI, a Spot node, the AMI parameter
-    holding a newer AMI; returns the ids."""
+    holding a newer AMI, and the training fleet's group at 0 nodes; returns the ids."""
     ec2 = session.client("ec2")
     images = [i["ImageId"] for i in ec2.describe_images(Owners=["amazon"])["Images"][:2]]
     old_ami, new_ami = images
@@ -75,6 +81,15 @@ def deploy_fleet(session: boto3.session.Session) -> dict[str, str]:
     )["SpotInstanceRequests"][0]
     autoscaling.attach_instances(InstanceIds=[spot["InstanceId"]], AutoScalingGroupName=GROUP)
     session.client("ssm").put_parameter(Name=AMI_PARAMETER, Value=new_ami, Type="String")
+    # dev's training fleet, idle at 0 nodes until a job needs it.
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName=TRAINING_GROUP,
+        LaunchTemplate={"LaunchTemplateId": template, "Version": "$Latest"},
+        MinSize=0,
+        MaxSize=2,
+        DesiredCapacity=0,
+        VPCZoneIdentifier=subnet["SubnetId"],
+    )
     return {"old_ami": old_ami, "new_ami": new_ami, "a": on_demand[0], "b": on_demand[1], "spot": spot["InstanceId"]}
 
 
@@ -97,7 +112,15 @@ def test_healthy_fleet_reports_counts_markets_ami_and_gpu_use(aws, capsys):
     code, status, err = run(capsys, aws)
 
     assert (code, err) == (0, "")
-    (fleet,) = status["fleets"]
+    assert [f["name"] for f in status["fleets"]] == ["training", "inference"]  # the config's order
+    training = status["fleets"][0]
+    assert (training["deployed"], training["desired"], training["in_service"], training["instances"]) == (
+        True,
+        0,
+        0,
+        [],
+    )
+    fleet = inference(status)
     assert (fleet["name"], fleet["group_name"], fleet["deployed"]) == ("inference", GROUP, True)
     assert (fleet["minimum"], fleet["desired"], fleet["maximum"]) == (1, 3, 4)  # attaching raised desired
     assert (fleet["in_service"], fleet["pending"]) == (3, 0)
@@ -145,11 +168,11 @@ def test_notice_capacity_block_unhealthy_node_and_alarm_fail_the_command(aws, ca
     code, status, err = run(capsys, aws)
 
     assert (code, err) == (1, "")
-    instances = {i["instance_id"]: i for i in status["fleets"][0]["instances"]}
+    instances = {i["instance_id"]: i for i in inference(status)["instances"]}
     assert instances[ids["spot"]]["interruption"] == "marked-for-termination"
     assert instances[ids["b"]]["market"] == "Capacity Block"
     assert instances[ids["a"]]["health"] == "Unhealthy"
-    assert status["fleets"][0]["gpu_utilization_avg"] is None  # no metric published
+    assert inference(status)["gpu_utilization_avg"] is None  # no metric published
     assert [a["name"] for a in status["alarms"]] == ["gpu-platform-dev-inference-health-check-failed"]
     found = {(f["check"], f["level"]) for f in status["findings"]}
     assert {("spot-notice", "WARNING"), ("health", "ERROR"), ("alarm", "ERROR")} <= found
@@ -162,8 +185,8 @@ def test_environment_not_deployed(aws, capsys):
     assert (code, err) == (1, "")
     assert status["fleets"] == [
         {
-            "name": "inference",
-            "group_name": GROUP,
+            "name": name,
+            "group_name": group,
             "deployed": False,
             "desired": 0,
             "minimum": 0,
@@ -174,6 +197,7 @@ def test_environment_not_deployed(aws, capsys):
             "gpu_utilization_max": None,
             "instances": [],
         }
+        for name, group in (("training", TRAINING_GROUP), ("inference", GROUP))
     ]
     assert {(f["check"], f["level"]) for f in status["findings"]} == {("fleet", "ERROR"), ("ami", "WARNING")}
 

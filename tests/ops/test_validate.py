@@ -47,13 +47,13 @@ def _real_owner(doc: dict[str, Any]) -> None:
 
 
 def test_a_config_error_is_the_line_synth_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    folder = config_dir(tmp_path, change=lambda d: d["fleets"][0]["capacity"].update(min=5))
+    folder = config_dir(tmp_path, change=lambda d: d["fleets"][1]["capacity"].update(min=5))  # inference
     with pytest.raises(ConfigError) as synth_error:
         load_platform(["dev"], folder)  # what app.py runs before synth
     code, out, err = run_cli(capsys, "validate", "--env", "dev", "--config-dir", str(folder))
     assert code == 2 and out == ""
     assert err.splitlines() == synth_error.value.lines
-    assert "dev.yaml: fleets[0].capacity.min: 5 is more than max (4); fix: make min <= max" in err
+    assert "dev.yaml: fleets[1].capacity.min: 5 is more than max (4); fix: make min <= max" in err
     assert "Traceback" not in err
 
 
@@ -72,7 +72,7 @@ def test_a_capacity_block_that_ended_is_an_error(tmp_path: Path, capsys: pytest.
     folder = config_dir(tmp_path, change=_with_block(NOW - timedelta(days=3), NOW - timedelta(days=1)))
     [finding] = [f for f in validate(["dev"], folder, NOW) if f.check == "capacity-block-window"]
     assert finding.level is Level.ERROR
-    assert "fleets[1].capacity_block: the block cr-0123456789abcdef0 ended at" in finding.message
+    assert "fleets[2].capacity_block: the block cr-0123456789abcdef0 ended at" in finding.message  # appended
     code, out, _ = run_cli(capsys, "validate", "--env", "dev", "--config-dir", str(folder), "--json")
     assert code == 1  # against the real clock too: the window is in the past
     doc = json.loads(out)

@@ -76,7 +76,8 @@ def write_env(config_dir: Path, name: str, account: str = ACCOUNT) -> None:
     """config/dev.yaml as environment ``name`` in ``account``, with one fleet ``train`` of capacity 1..4."""
     data = copy.deepcopy(DEV_CONFIG) | {"name": name, "account": account}
     data["tags"]["Environment"] = name
-    data["fleets"] = [data["fleets"][0] | {"name": "train", "capacity": {"min": 1, "max": 4, "desired": 1}}]
+    inference = next(f for f in data["fleets"] if f["name"] == "inference")  # its scaling and schedules
+    data["fleets"] = [inference | {"name": "train", "capacity": {"min": 1, "max": 4, "desired": 1}}]
     (config_dir / f"{name}.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from config import EgressMode
 from config.naming import ResourceNames
+from gpu_constructs.network.node_security_group import TRAINING_TCP_PORTS
 from gpu_constructs.network.vpc_endpoints import AGENT_CALLS, CLIENT_ENDPOINTS, GATEWAY_SERVICES
 from tests.iam_documents import Resolver
 from tests.policy_eval import Request, explain, role_may
@@ -220,12 +221,21 @@ def test_every_node_call_leaves_the_node_security_group(synth: Synth, env: str) 
         if r["IpProtocol"] == "tcp" and r.get("CidrIp") == cfg.network.vpc_cidr
     }
     assert lustre == {(988, 988), (1018, 1023)}
+    node_group = _node_group(stack)
+    training = [r for r in egress if _ref(r.get("DestinationSecurityGroupId", "")) == node_group]
     other = [
         r
         for r in egress
-        if not _https(r) and r.get("CidrIp") != cfg.network.vpc_cidr and not (r.get("FromPort") == 80 and not isolated)
+        if not _https(r)
+        and r.get("CidrIp") != cfg.network.vpc_cidr
+        and not (r.get("FromPort") == 80 and not isolated)
+        and r not in training
     ]
     assert other == []
+    # Between nodes only the training jobs' TCP, where a training fleet has no EFA group to carry it.
+    assert [(r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in training] == (
+        [("tcp", *TRAINING_TCP_PORTS)] if any(f.role == "training" and not f.efa for f in cfg.fleets) else []
+    )
 
 
 def _node_requests(synth: Synth, env: str) -> dict[str, list[Request]]:
@@ -237,6 +247,10 @@ def _node_requests(synth: Synth, env: str) -> dict[str, list[Request]]:
     key = f"arn:aws:kms:{region}:{acct}:key/{SAMPLE_KEY}"
     own = {"aws:ResourceAccount": acct}
     log_stream = f"arn:aws:logs:{region}:{acct}:log-group:{names.node_log_group('bootstrap')}:log-stream:i-0"
+    # the job runner's output (scripts/node/jobs/runner.py)
+    job_stream = (
+        f"arn:aws:logs:{region}:{acct}:log-group:{names.job_log_group}:log-stream:{names.job_log_stream('j', 'i-0')}"
+    )
     return {
         "ssm": [
             Request("ssm:UpdateInstanceInformation", f"arn:aws:ec2:{region}:{acct}:instance/i-0"),
@@ -246,7 +260,11 @@ def _node_requests(synth: Synth, env: str) -> dict[str, list[Request]]:
         "ec2messages": [Request("ec2messages:GetMessages", "*", context={"aws:RequestedRegion": region})],
         # the session's data key (the logs key, which the session document names)
         "kms": [Request("kms:GenerateDataKey", key), Request("kms:Decrypt", key)],
-        "logs": [Request("logs:PutLogEvents", log_stream), Request("logs:CreateLogStream", log_stream)],
+        "logs": [
+            Request(action, stream)
+            for stream in (log_stream, job_stream)
+            for action in ("logs:PutLogEvents", "logs:CreateLogStream")
+        ],
         "monitoring": [
             Request("cloudwatch:PutMetricData", "*", context={"cloudwatch:namespace": names.metrics_namespace})
         ],

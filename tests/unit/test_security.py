@@ -211,7 +211,7 @@ def test_node_role_statements(synth: Synth, env: str) -> None:
         for k, v in stack.resources("AWS::IAM::ManagedPolicy").items()
         if k.startswith("GpuNode")
     }
-    assert sorted(p[:8] for p in policies) == ["CloudWat", "Containe", "DataBuck", "FleetLif", "SessionM"]
+    assert sorted(p[:8] for p in policies) == ["CloudWat", "Containe", "DataBuck", "FleetLif", "SessionM", "Training"]
     for policy in policies.values():
         assert policy["Roles"] == [{"Ref": role_id}]
     by_name = {k[:8]: _statements(v) for k, v in policies.items()}
@@ -253,6 +253,14 @@ def test_node_role_statements(synth: Synth, env: str) -> None:
         "ecr:GetDownloadUrlForLayer",
     ]
     assert images["PullFromThisAccount"]["Resource"] == f"{arn_prefix.format('ecr')}:repository/*"
+
+    (job_group,) = [
+        k
+        for k, v in stack.resources("AWS::Logs::LogGroup").items()
+        if v["Properties"].get("LogGroupName") == names.job_log_group
+    ]
+    assert by_name["Training"]["JobLogStreams"]["Resource"] == {"Fn::GetAtt": [job_group, "Arn"]}
+    assert sorted(by_name["Training"]["JobLogStreams"]["Action"]) == ["logs:CreateLogStream", "logs:PutLogEvents"]
 
     session = by_name["SessionM"]
     assert session["SessionChannels"]["Condition"] == {"StringEquals": {"aws:RequestedRegion": cfg.region}}

@@ -1,6 +1,6 @@
 """GpuNodeRole: what a GPU node may do and nothing more. Followed through its policies with the evaluator:
 metrics only in its namespace, checkpoints writable and datasets read-only, hooks only of the platform's
-own groups, parameters only of its environment."""
+own groups, parameters only of its environment, job output only into the job log group."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ ACCESS = NodeAccess(
     metrics_namespace="GpuPlatform/dev",
     node_log_group_prefix="/gpu-platform/dev/node/",
     session_log_group_arn=f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/gpu-platform/dev/ssm-sessions:*",
+    job_log_group_arn=f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/gpu-platform/dev/jobs:*",
     asg_name_prefix="gpu-platform-dev-",
     ssm_parameter_prefix="/gpu-platform/dev/",
 )
@@ -77,3 +78,16 @@ def test_parameters_only_of_its_environment(policies: list[dict]) -> None:
     assert _may(policies, "ssm:GetParameter", f"{parameter}dev/fsx/id")
     assert not _may(policies, "ssm:GetParameter", f"{parameter}prod/fsx/id")
     assert not _may(policies, "ssm:PutParameter", f"{parameter}dev/fsx/id")
+
+
+def test_job_output_only_into_streams_of_the_job_log_group(policies: list[dict]) -> None:
+    group = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/gpu-platform/dev/jobs"
+    stream = f"{group}:log-stream:train-1/i-0123456789abcdef0"
+    assert _may(policies, "logs:CreateLogStream", stream)
+    assert _may(policies, "logs:PutLogEvents", stream)
+    # Nothing else on the job logs: no reading other jobs' output, no deleting, no retention change.
+    for action in ("logs:GetLogEvents", "logs:FilterLogEvents", "logs:DeleteLogStream", "logs:PutRetentionPolicy"):
+        assert not _may(policies, action, stream), action
+    assert not _may(policies, "logs:DeleteLogGroup", f"{group}:*")
+    # ... and not into another environment's job group.
+    assert not _may(policies, "logs:PutLogEvents", stream.replace("/dev/", "/prod/"))
