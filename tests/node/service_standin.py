@@ -3,7 +3,8 @@ without torch, whose load the test chooses.
 
 ``python3 service_standin.py --mode ready|slow|never|crash [serve.py's flags]``: ``ready`` loads at once,
 ``slow`` after ``--load-seconds`` (1), ``never`` never finishes loading (the health check answers 503 until
-the process is stopped), ``crash`` fails to load (the server exits 1).
+the process is stopped), ``crash`` fails to load (the server exits 1). ``--examples DIR``: serve.py from
+there (e.g. where the user data unpacked it) instead of the repository's.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from pathlib import Path
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 if str(EXAMPLES) not in sys.path:
     sys.path.insert(0, str(EXAMPLES))
-
-import serve  # noqa: E402
 
 
 class TinyModel:
@@ -58,7 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", choices=("ready", "slow", "never", "crash"), default="ready")
     parser.add_argument("--load-seconds", type=float, default=1.0)
+    parser.add_argument("--examples", help="the folder to import serve.py from")
     args, rest = parser.parse_known_args(argv)
+    if args.examples:
+        sys.path.insert(0, args.examples)
+    import serve
+
+    print(f"stand-in: serving with {serve.__file__}", flush=True)
     return serve.run(TinyModel(args.mode, args.load_seconds), rest)
 
 
