@@ -115,6 +115,8 @@ def start_standin(*args: str) -> tuple[subprocess.Popen[str], int]:
     )  # fmt: skip
     assert process.stdout is not None
     line = process.stdout.readline()
+    while line and "listening on port" not in line:  # the stand-in first names the serve.py it imports
+        line = process.stdout.readline()
     assert "listening on port" in line, line
     return process, int(line.split("listening on port ")[1].split(";")[0])
 
