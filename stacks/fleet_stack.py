@@ -24,7 +24,13 @@ from gpu_constructs.fleet.gpu_fleet import GpuFleet
 from gpu_constructs.fleet.job_document import JobDocument
 from gpu_constructs.fleet.node_scripts import publish_node_scripts
 from gpu_constructs.fleet.render.node_logs import NODE_LOGS
-from gpu_constructs.fleet.render.node_settings import NodeSite, instance_type_facts, node_agent_config_json, node_env
+from gpu_constructs.fleet.render.node_settings import (
+    NodeSite,
+    instance_type_facts,
+    node_agent_config_json,
+    node_env,
+    service_json,
+)
 from gpu_constructs.fleet.render.user_data import render_user_data
 from gpu_constructs.fleet.service_load_balancer import ServiceLoadBalancer
 from gpu_constructs.network.platform_vpc import GPU_SUBNET_GROUP
@@ -83,6 +89,7 @@ class FleetStack(PlatformStack):
                     instance_types=instance_type_facts(fleet, catalog),
                     agent_config_json=agent,
                     scripts=scripts.location,
+                    service_json=service_json(fleet),
                     every_boot=fleet.warm_pool is not None,
                 )
             )

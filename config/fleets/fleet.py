@@ -90,7 +90,7 @@ class Fleet(Strict):
             *self._capacity_problems(),
             *self._elasticity_problems(),
             *zero_capacity_problems(self),
-            *health_problems(self.health, self.role.value),
+            *health_problems(self.health, self.role.value, self.service_start_seconds),
             *self._service_problems(),
         ]
         if problems:
@@ -206,8 +206,15 @@ class Fleet(Strict):
     @property
     def launch_hook_timeout_seconds(self) -> int:
         """HeartbeatTimeout of the launch lifecycle hook: ``health.launch_hook_timeout_seconds``, else the
-        bootstrap's budget plus the DCGM level's (config/fleets/health.py)."""
-        return self.health.launch_hook_timeout_seconds or required_hook_seconds(self.health, self.role.value)
+        bootstrap's budget plus the DCGM level's and the service's start (config/fleets/health.py)."""
+        return self.health.launch_hook_timeout_seconds or required_hook_seconds(
+            self.health, self.role.value, self.service_start_seconds
+        )
+
+    @property
+    def service_start_seconds(self) -> int:
+        """How long the node waits for its service's health check before the launch completes (0: no service)."""
+        return self.service.start_timeout_seconds if self.service is not None else 0
 
     @property
     def health_node_env(self) -> dict[str, str]:

@@ -60,20 +60,30 @@ def dcgm_level(health: Health, role: str) -> int:
     return health.dcgm_level or DEFAULT_DCGM_LEVEL[role]
 
 
-def required_hook_seconds(health: Health, role: str) -> int:
-    return BOOTSTRAP_SECONDS + DCGM_LEVEL_SECONDS[dcgm_level(health, role)]
+def required_hook_seconds(health: Health, role: str, service_seconds: int = 0) -> int:
+    """The bootstrap, its DCGM level and, on a served fleet, the wait for the service's health check."""
+    return BOOTSTRAP_SECONDS + DCGM_LEVEL_SECONDS[dcgm_level(health, role)] + service_seconds
 
 
-def health_problems(health: Health, role: str) -> list[str]:
+def health_problems(health: Health, role: str, service_seconds: int = 0) -> list[str]:
     """The launch hook's timeout against what the launch needs (one line each, the fleet's model adds the field)."""
-    needed = required_hook_seconds(health, role)
+    needed = required_hook_seconds(health, role, service_seconds)
     level = dcgm_level(health, role)
     given = health.launch_hook_timeout_seconds
+    if given is None and needed > MAX_HOOK_TIMEOUT_SECONDS:
+        return [
+            f"@service.start_timeout_seconds: the launch would need {needed} s ({BOOTSTRAP_SECONDS} s bootstrap + "
+            f"{DCGM_LEVEL_SECONDS[level]} s DCGM level {level} + {service_seconds} s service start), more than a "
+            f"lifecycle hook's {MAX_HOOK_TIMEOUT_SECONDS} s; fix: lower service.start_timeout_seconds or "
+            "health.dcgm_level"
+        ]
     if given is not None and given < needed:
+        service = f" + {service_seconds} s service start" if service_seconds else ""
+        lower = "health.dcgm_level or service.start_timeout_seconds" if service_seconds else "health.dcgm_level"
         return [
             f"@health.launch_hook_timeout_seconds: {given} is shorter than the launch needs ({BOOTSTRAP_SECONDS} s "
-            f"bootstrap + {DCGM_LEVEL_SECONDS[level]} s DCGM level {level} = {needed} s); fix: raise it to at least "
-            f"{needed} or lower health.dcgm_level"
+            f"bootstrap + {DCGM_LEVEL_SECONDS[level]} s DCGM level {level}{service} = {needed} s); fix: raise it to "
+            f"at least {needed} or lower {lower}"
         ]
     return []
 

@@ -94,6 +94,13 @@ class Service(Strict):
     health_check_path: str = "/health"
     command: str | None = Field(default=None, min_length=1, max_length=4096)
     image: str | None = Field(default=None, min_length=1, max_length=512)
+    start_timeout_seconds: int = Field(
+        default=600,
+        ge=30,
+        le=3600,
+        description="the node's wait for the first 200 of the health check (an image pull included); the "
+        "launch lifecycle hook's timeout grows by it",
+    )
     load_balancer: ServiceLoadBalancer
     alarms: ServiceAlarms = Field(default_factory=ServiceAlarms)
 

@@ -234,6 +234,47 @@ step_services() {
   done
 }
 
+# The fleet's service: started last, once the node is known good; the launch hook's CONTINUE waits for its
+# health check. The start timeout counts from the start (an image pull is part of it).
+step_service() {
+  if [[ ! -e "$SERVICE_FILE" ]]; then
+    log "no ${SERVICE_FILE}: this fleet serves nothing"
+    return 0
+  fi
+  local key value mode="" port="" path="" timeout="" started="$SECONDS" left
+  capture env PYTHONPATH="$NODE_DIR" "$PYTHON_BIN" -m serving.settings --config "$SERVICE_FILE" || return 1
+  while IFS='=' read -r key value; do
+    case "$key" in
+      MODE) mode="$value" ;;
+      PORT) port="$value" ;;
+      HEALTH_CHECK_PATH) path="$value" ;;
+      START_TIMEOUT) timeout="$value" ;;
+      *) ;;
+    esac
+  done <<<"$CAPTURED"
+  log "service (${mode}) on port ${port}, health check ${path}, start timeout ${timeout} s"
+  capture env PYTHONPATH="$NODE_DIR" "$PYTHON_BIN" -m serving.unit --config "$SERVICE_FILE" || return 1
+  write_file "${SYSTEMD_UNIT_DIR}/${GPU_SERVICE_UNIT}.d/50-service.conf" "$CAPTURED" || {
+    log "cannot write the drop-in of ${GPU_SERVICE_UNIT} under ${SYSTEMD_UNIT_DIR}"
+    return 1
+  }
+  run_logged "$SYSTEMCTL_BIN" daemon-reload || return 1
+  if run_logged "$SYSTEMCTL_BIN" enable --now "$GPU_SERVICE_UNIT"; then
+    left=$((timeout - (SECONDS - started)))
+    ((left > 0)) || left=1
+    if run_logged env PYTHONPATH="$NODE_DIR" "$PYTHON_BIN" -m serving.wait --port "$port" --path "$path" \
+      --timeout "$left" --interval "$SERVICE_WAIT_INTERVAL_S" --unit "$GPU_SERVICE_UNIT" --systemctl "$SYSTEMCTL_BIN"; then
+      return 0
+    fi
+  fi
+  log "${GPU_SERVICE_UNIT} is not serving; the last lines of ${SERVICE_LOG}:"
+  if [[ -r "$SERVICE_LOG" ]]; then
+    tail -n 20 -- "$SERVICE_LOG" | relay
+  fi
+  run_logged "$SYSTEMCTL_BIN" status --no-pager --lines=0 "$GPU_SERVICE_UNIT" || true
+  return 1
+}
+
 run_step() {
   case "$1" in
     config) step_config ;;
@@ -247,6 +288,7 @@ run_step() {
     lustre) step_lustre ;;
     containers) step_containers ;;
     services) step_services ;;
+    service) step_service ;;
     *)
       log "unknown step $1"
       return 1

@@ -28,6 +28,11 @@
 #   lustre            systemctl enable + start lustre-mount.service (blocks until mounted or failed)
 #   containers        CONTAINERS_ENABLED=true only: systemctl enable --now docker.service
 #   services          systemctl enable --now gpu-health.timer spot-watcher.service
+#   service           only where the user data wrote /etc/gpu-platform/service.json (a served fleet):
+#                     check it (serving.settings), write the drop-in of gpu-service.service
+#                     (serving.unit), enable --now it, then wait for http://127.0.0.1:<port><path> to
+#                     answer 200 within the service's start_timeout_seconds (serving.wait); a timeout
+#                     or a failed unit fails the step, with the service log's last lines in this log
 #
 # Then the launch hook is completed with CONTINUE. On the first failing step it is completed with
 # ABANDON (the group terminates the instance and launches another) and the log names the step.
@@ -43,7 +48,8 @@
 # CLOUDWATCH_AGENT_CONFIG, EFA_NODE_ENV_FILE [/etc/gpu-platform/...], PROFILE_SCRIPT
 # [/etc/profile.d/gpu-platform-nccl.sh], BOOTSTRAP_LOG, SYSTEMD_UNIT_DIR [/etc/systemd/system],
 # IMDS_URL [http://169.254.169.254], PYTHON_BIN [/usr/bin/python3], SYSTEMCTL_BIN [systemctl],
-# FI_INFO_BIN [/opt/amazon/efa/bin/fi_info], CLOUDWATCH_AGENT_CTL [the agent's ctl under
+# SERVICE_FILE [/etc/gpu-platform/service.json], SERVICE_LOG [/var/log/gpu-platform/service.log],
+# SERVICE_WAIT_INTERVAL_S [2], FI_INFO_BIN [/opt/amazon/efa/bin/fi_info], CLOUDWATCH_AGENT_CTL [the agent's ctl under
 # /opt/aws/amazon-cloudwatch-agent/bin], GPU_HEALTH_ARGS (extra gpu_health.py flags, split on
 # spaces), LOG_FLUSH_WAIT_S [10: seconds given to the agent to ship the log before ABANDON]; the
 # scratch step's own (SCRATCH_MOUNT_POINT, FSTAB, LSBLK_BIN, BLKID_BIN, MKFS_BIN, MOUNT_BIN, ...)
@@ -72,8 +78,12 @@ readonly FI_INFO_BIN="${FI_INFO_BIN:-/opt/amazon/efa/bin/fi_info}"
 readonly CLOUDWATCH_AGENT_CTL="${CLOUDWATCH_AGENT_CTL:-/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl}"
 readonly GPU_HEALTH_ARGS="${GPU_HEALTH_ARGS:-}"
 readonly LOG_FLUSH_WAIT_S="${LOG_FLUSH_WAIT_S:-10}"
+readonly SERVICE_FILE="${SERVICE_FILE:-/etc/gpu-platform/service.json}"
+readonly SERVICE_LOG="${SERVICE_LOG:-/var/log/gpu-platform/service.log}"
+readonly SERVICE_WAIT_INTERVAL_S="${SERVICE_WAIT_INTERVAL_S:-2}"
 
-readonly STEPS=(config identity instance-type cloudwatch-agent units scratch efa gpu-health lustre containers services)
+readonly STEPS=(config identity instance-type cloudwatch-agent units scratch efa gpu-health lustre containers services
+  service)
 readonly REQUIRED_KEYS=(GPU_PLATFORM_ENV AWS_REGION FLEET_NAME ASG_NAME LAUNCH_HOOK_NAME TERMINATE_HOOK_NAME
   METRIC_NAMESPACE FSX_DNS_NAME FSX_MOUNT_NAME EFA_ENABLED CONTAINERS_ENABLED)
 readonly BOOLEAN_KEYS=(EFA_ENABLED CONTAINERS_ENABLED)
@@ -84,6 +94,7 @@ readonly LIFECYCLE_WATCHER_UNIT=lifecycle-watcher.service
 readonly LUSTRE_UNIT=lustre-mount.service
 readonly CONTAINER_RUNTIME_UNIT=docker.service
 readonly SERVICE_UNITS=(gpu-health.timer spot-watcher.service)
+readonly GPU_SERVICE_UNIT=gpu-service.service
 
 declare -A CONF=()
 INSTANCE_ID=""

@@ -1,7 +1,8 @@
 """Where the node services live on a GPU instance, and the files the fleet's user data hands them.
 
 The user data (gpu_constructs/fleet/render/user_data.py) creates CONFIG_DIR, writes ENV_FILE,
-INSTANCE_TYPES_FILE and CLOUDWATCH_AGENT_CONFIG, unpacks this folder into INSTALL_PREFIX and runs
+INSTANCE_TYPES_FILE, CLOUDWATCH_AGENT_CONFIG and, on a served fleet, SERVICE_FILE, unpacks this folder into
+INSTALL_PREFIX and the examples into EXAMPLES_DIR, and runs
 BOOTSTRAP. The names here are that contract; bootstrap.sh uses the same literals (a test keeps
 them in step).
 """
@@ -78,6 +79,7 @@ UNITS = (
     "lifecycle-watcher.service",
     "lustre-mount.service",
     "spot-watcher.service",
+    "gpu-service.service",
 )
 """Unit files under systemd/ that the bootstrap copies into SYSTEMD_UNIT_DIR."""
 
@@ -94,5 +96,23 @@ SERVICE_UNITS = ("gpu-health.timer", "spot-watcher.service")
 CONTAINER_RUNTIME_UNIT = "docker.service"
 """Enabled and started when CONTAINERS_ENABLED=true (the parent DLAMI ships Docker and the NVIDIA toolkit)."""
 
-ENABLED_UNITS = (LIFECYCLE_WATCHER_UNIT, LUSTRE_UNIT, *SERVICE_UNITS)
-"""Every unit of UNITS the bootstrap enables; gpu-health.service itself is started by its timer."""
+SERVICE_FILE = f"{CONFIG_DIR}/service.json"
+"""The fleet's service (``{"port", "health_check_path", "command" | null, "image" | null,
+"start_timeout_seconds"}``), written by the user data of a served fleet only (serving/settings.py reads it)."""
+
+GPU_SERVICE_UNIT = "gpu-service.service"
+"""Runs the fleet's service; installed everywhere, enabled and started by the bootstrap's last step only where
+SERVICE_FILE exists, which then waits for its health check before the launch hook's CONTINUE."""
+
+GPU_SERVICE_DROP_IN = f"{GPU_SERVICE_UNIT}.d/50-service.conf"
+"""Under SYSTEMD_UNIT_DIR: who runs the service and its start timeout (serving/unit.py renders it)."""
+
+SERVICE_LOG = "/var/log/gpu-platform/service.log"
+"""The service's stdout and stderr (gpu-service.service's StandardOutput=append:), shipped by the agent."""
+
+EXAMPLES_DIR = "/opt/gpu-platform/examples"
+"""The repository's examples/ (serve.py, train_ddp.py), unpacked there by the user data from their own zip."""
+
+ENABLED_UNITS = (LIFECYCLE_WATCHER_UNIT, LUSTRE_UNIT, *SERVICE_UNITS, GPU_SERVICE_UNIT)
+"""Every unit of UNITS the bootstrap enables (GPU_SERVICE_UNIT only on a served fleet); gpu-health.service
+itself is started by its timer."""

@@ -249,7 +249,7 @@ def test_user_data_fetches_scripts_and_runs_bootstrap_under_16kb(synth: Synth, f
         assert script.startswith("#!/bin/bash\nset -euo pipefail\n")
         assert '"$aws" s3 cp' in script and "python3 -m zipfile -e" in script
         # the abandon trap is set before anything can fail, the download retried inside it
-        assert script.index("trap abandon EXIT") < script.index("\nfetch\n")
+        assert script.index("trap abandon EXIT") < script.index("\nfetch s3://")
         assert "--lifecycle-action-result ABANDON" in script
         assert script.rstrip().endswith('exec "$node/bootstrap.sh" 2>&3 3>&-')
         assert 'node="${GPU_PLATFORM_NODE_DIR:-/opt/gpu-platform/node}"' in script

@@ -6,8 +6,10 @@ under the test's folder (the variables the user data reads for that)."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
+import sys
 import time
 import zipfile
 from collections.abc import Iterator
@@ -19,15 +21,19 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from moto import mock_aws
 
+from gpu_constructs.fleet.node_scripts import EXAMPLES_DIR
 from gpu_constructs.fleet.render.node_logs import NODE_LOGS
 from gpu_constructs.fleet.render.user_data import FETCH_ATTEMPTS, LOG_DIR, NodeScripts, render_user_data
 from tests.fleets.user_data_env import S3AndLifecycle, install_aws_cli
 from tests.node.fake_aws import LifecycleFleet
 from tests.node.helpers import NODE_DIR, FakeImds
-from tests.node.test_bootstrap import INSTANCE_TYPES, Node, lifecycle_call, new_node
+from tests.node.test_bootstrap import INSTANCE_TYPES, Node, lifecycle_call, new_node, stop_service
+from tests.node.test_service_bootstrap import free_port
 
 BUCKET = "cdk-hnb659fds-assets-111111111111-us-east-1"
 KEY = "0123abcd.zip"
+EXAMPLES_KEY = "4567cdef.zip"
+STANDIN = Path(__file__).resolve().parents[1] / "node" / "service_standin.py"
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +41,13 @@ def aws_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return install_aws_cli(tmp_path_factory.mktemp("awscli"))
 
 
-def scripts_zip() -> bytes:
-    """scripts/node as the stack's asset zips it (no caches, no README)."""
+def scripts_zip(folder: Path = NODE_DIR) -> bytes:
+    """scripts/node (or examples/) as the stack's asset zips it (no caches, no README)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
-        for path in sorted(NODE_DIR.rglob("*")):
+        for path in sorted(folder.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts and path.name != "README.md":
-                archive.write(path, path.relative_to(NODE_DIR).as_posix())
+                archive.write(path, path.relative_to(folder).as_posix())
     return buffer.getvalue()
 
 
@@ -50,6 +56,22 @@ class Boot:
     node: Node
     aws: S3AndLifecycle
     script: Path
+    node_env: dict[str, str]
+
+    def render(self, service_json: str | None = None) -> None:
+        """The user data as the Fleets stack renders it, into ``script``."""
+        user_data = ec2.UserData.for_linux()
+        user_data.add_commands(
+            *render_user_data(
+                region=self.aws.fleet.region,
+                node_env=self.node_env,
+                instance_types=INSTANCE_TYPES,
+                agent_config_json='{"agent": {"run_as_user": "cwagent"}}',
+                scripts=NodeScripts(bucket_name=BUCKET, object_key=KEY, examples_object_key=EXAMPLES_KEY),
+                service_json=service_json,
+            )
+        )
+        self.script.write_text(user_data.render())
 
     def run(self) -> tuple[subprocess.CompletedProcess[str], float]:
         started = time.monotonic()
@@ -66,32 +88,25 @@ def boot(tmp_path: Path, aws_cli: Path) -> Iterator[Boot]:
         s3 = boto3.client("s3", region_name=fleet.region)
         s3.create_bucket(Bucket=BUCKET)
         s3.put_object(Bucket=BUCKET, Key=KEY, Body=scripts_zip())
+        s3.put_object(Bucket=BUCKET, Key=EXAMPLES_KEY, Body=scripts_zip(EXAMPLES_DIR))
         with S3AndLifecycle(fleet) as aws, FakeImds() as imds:
             node = new_node(tmp_path, aws, imds)
             node_env = dict(line.split("=", 1) for line in node.path("NODE_ENV_FILE").read_text().splitlines())
-            user_data = ec2.UserData.for_linux()
-            user_data.add_commands(
-                *render_user_data(
-                    region=fleet.region,
-                    node_env=node_env,
-                    instance_types=INSTANCE_TYPES,
-                    agent_config_json='{"agent": {"run_as_user": "cwagent"}}',
-                    scripts=NodeScripts(bucket_name=BUCKET, object_key=KEY),
-                )
-            )
-            script = tmp_path / "user-data.sh"
-            script.write_text(user_data.render())
+            booted = Boot(node=node, aws=aws, script=tmp_path / "user-data.sh", node_env=node_env)
+            booted.render()
             for name in ("NODE_ENV_FILE", "INSTANCE_TYPES_FILE", "CLOUDWATCH_AGENT_CONFIG"):
                 node.path(name).unlink()  # the user data writes them
             node.env.update(
                 GPU_PLATFORM_CONFIG_DIR=str(node.etc),
                 GPU_PLATFORM_NODE_DIR=str(tmp_path / "opt" / "gpu-platform" / "node"),
+                GPU_PLATFORM_EXAMPLES_DIR=str(tmp_path / "opt" / "gpu-platform" / "examples"),
                 GPU_PLATFORM_LOG_DIR=str(node.path("BOOTSTRAP_LOG").parent),
                 AWS_CLI=str(aws_cli),
                 FETCH_BACKOFF_S="0",
                 PATH=f"{Path(aws_cli).parent}{os.pathsep}{node.env['PATH']}",
             )
-            yield Boot(node=node, aws=aws, script=script)
+            yield booted
+            stop_service(tmp_path)
 
 
 def _settled(path: Path, needle: str) -> str:
@@ -129,7 +144,12 @@ def test_a_download_that_fails_once_then_succeeds_goes_on_to_the_bootstrap(boot:
     done, _ = boot.run()
     assert done.returncode == 0, done.stderr
     assert f"attempt 1 of {FETCH_ATTEMPTS}); retrying in 1 s" in done.stderr
-    assert [status for method, _, status in boot.aws.object_reads if method == "HEAD"] == [403, 200]
+    heads = [
+        (path.split("?")[0].rsplit("/", 1)[-1], status)
+        for method, path, status in boot.aws.object_reads
+        if method == "HEAD"
+    ]
+    assert heads == [(KEY, 403), (KEY, 200), (EXAMPLES_KEY, 200)]  # the scripts retried, then the examples
     assert boot.aws.calls == [lifecycle_call(boot.node, "CONTINUE")]  # by bootstrap.sh, after every step
     assert boot.aws.fleet.state == "InService"
     assert "bootstrap complete" in boot.node.path("BOOTSTRAP_LOG").read_text()
@@ -144,3 +164,33 @@ def test_any_other_failure_of_the_user_data_abandons_too(boot: Boot) -> None:
     assert "ABANDON" in _settled(boot.node.path("BOOTSTRAP_LOG"), "completing the launch hook with ABANDON")
     assert boot.aws.calls == [lifecycle_call(boot.node, "ABANDON")]
     assert boot.aws.fleet.state == "Terminating"
+
+
+@pytest.mark.slow
+def test_a_served_fleet_gets_its_service_file_and_the_examples_and_serves_before_it_continues(boot: Boot) -> None:
+    examples = boot.node.path("GPU_PLATFORM_EXAMPLES_DIR")
+    port = free_port()
+    command = (
+        f"{sys.executable} {STANDIN} --examples {examples} --mode slow --port {port} --health-path /health "
+        "--host 127.0.0.1"
+    )
+    service = {"command": command, "health_check_path": "/health", "image": None, "port": port}
+    boot.render(service_json=json.dumps(service | {"start_timeout_seconds": 30}))
+    done, _ = boot.run()
+
+    assert done.returncode == 0, done.stderr
+    # The user data wrote the file the node reads, and unpacked the examples beside the node scripts.
+    assert json.loads((boot.node.etc / "service.json").read_text())["port"] == port
+    assert (examples / "serve.py").read_bytes() == (EXAMPLES_DIR / "serve.py").read_bytes()
+    # The bootstrap served from the unpacked example and continued only once it answered.
+    log = boot.node.path("BOOTSTRAP_LOG").read_text()
+    assert f"http://127.0.0.1:{port}/health answered 200 after" in log
+    assert f"stand-in: serving with {examples / 'serve.py'}" in boot.node.path("SERVICE_LOG").read_text()
+    assert boot.aws.calls == [lifecycle_call(boot.node, "CONTINUE")]
+    assert boot.aws.fleet.state == "InService"
+
+
+def test_a_fleet_without_a_service_gets_no_service_file(boot: Boot) -> None:
+    script = boot.script.read_text()
+    assert "service.json" not in script and "<<'SERVICE'" not in script
+    assert f"fetch s3://{BUCKET}/{EXAMPLES_KEY} " in script  # the examples reach every node

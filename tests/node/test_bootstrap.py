@@ -3,9 +3,11 @@ recorded nvidia-smi output, and a moto-backed Auto Scaling endpoint for the laun
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -36,6 +38,7 @@ STEPS = [
     "lustre",
     "containers",
     "services",
+    "service",
 ]
 INSTANCE_TYPES = {
     "p4d.24xlarge": {"gpus": 8, "efa_interfaces": 4, "gpudirect_rdma": True},
@@ -54,6 +57,21 @@ fi
 if [[ "$*" == "${FAKE_SYSTEMCTL_FAIL:-}" ]]; then
   echo "Job for ${*: -1} failed because the control process exited with error code." >&2
   exit 1
+fi
+# gpu-service.service: start what its ExecStart runs (the real launcher), in a process group of its own;
+# `show` answers from that process (failed once it exited non-zero).
+if [[ "$*" == "enable --now gpu-service.service" ]]; then
+  setsid bash -c 'PYTHONPATH="$FAKE_NODE_DIR" "$FAKE_PYTHON" -m serving.launch run --config "$SERVICE_FILE"
+    echo "$?" >"$FAKE_SERVICE_DIR/rc"' </dev/null >>"$SERVICE_LOG" 2>&1 &
+  echo "$!" >"$FAKE_SERVICE_DIR/pid"
+fi
+if [[ "$1" == show && "${*: -1}" == gpu-service.service ]]; then
+  rc="$(cat "$FAKE_SERVICE_DIR/rc" 2>/dev/null || true)"
+  if [[ -n "$rc" && "$rc" != 0 ]]; then
+    printf 'ActiveState=failed\nSubState=failed\nResult=exit-code\nNRestarts=4\n'
+  else
+    printf 'ActiveState=active\nSubState=running\nResult=success\nNRestarts=0\n'
+  fi
 fi
 """
 FAKE_FI_INFO = """#!/usr/bin/env bash
@@ -206,6 +224,12 @@ def new_node(tmp_path: Path, aws: FakeAws, imds: FakeImds) -> Node:
         "CLOUDWATCH_AGENT_CTL": fakes["amazon-cloudwatch-agent-ctl"],
         "LOG_FLUSH_WAIT_S": "0",
         "FAKE_CALLS": str(tmp_path / "calls.log"),
+        "SERVICE_FILE": str(etc / "service.json"),
+        "SERVICE_LOG": str(tmp_path / "log" / "gpu-platform" / "service.log"),
+        "SERVICE_WAIT_INTERVAL_S": "0.2",
+        "FAKE_SERVICE_DIR": str(tmp_path),
+        "FAKE_NODE_DIR": str(NODE_DIR),
+        "FAKE_PYTHON": sys.executable,
         **disks.install(tmp_path / "bin"),
     }
     booted = Node(tmp=tmp_path, imds=imds, aws=aws, env=env, disks=disks)
@@ -214,11 +238,20 @@ def new_node(tmp_path: Path, aws: FakeAws, imds: FakeImds) -> Node:
     return booted
 
 
+def stop_service(tmp_path: Path) -> None:
+    """Ends the process group the fake systemctl started for gpu-service.service, if any."""
+    pid_file = tmp_path / "pid"
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
 @pytest.fixture
 def node(tmp_path: Path, shared_aws: FakeAws) -> Iterator[Node]:
     shared_aws.reset()
     with FakeImds() as imds:
         yield new_node(tmp_path, shared_aws, imds)
+    stop_service(tmp_path)
 
 
 def lifecycle_call(node: Node, result: str) -> dict[str, str]:

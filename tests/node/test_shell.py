@@ -21,6 +21,7 @@ import gpu_health
 import layout
 import lifecycle_watcher
 import spot_watcher
+from serving import launch
 
 SHELLCHECK = Path(sys.executable).with_name("shellcheck")
 SHELL_SCRIPTS = sorted(NODE_DIR.rglob("*.sh"))
@@ -29,6 +30,7 @@ PARSERS: dict[str, argparse.ArgumentParser] = {
     "gpu_health.py": gpu_health.build_parser(),
     "spot_watcher.py": spot_watcher.build_parser(),
     "lifecycle_watcher.py": lifecycle_watcher.build_parser(),
+    "launch.py": launch.build_parser(),
 }
 # What the user data and the bootstrap write to layout.ENV_FILE, for expanding ${VAR} in ExecStart=.
 SAMPLE_ENV = {
@@ -108,16 +110,35 @@ def test_units_are_sorted_into_python_and_script_services() -> None:
         "gpu-health.service",
         "spot-watcher.service",
         "lifecycle-watcher.service",
+        "gpu-service.service",
     }
     assert {path.name for path in SCRIPT_SERVICES} == {"lustre-mount.service"}
 
 
+def module_to_installed(unit: Path, argv: list[str]) -> list[str]:
+    """``python3 -m package.module ...`` (a package of the node scripts, on the unit's PYTHONPATH) as the
+    path of the module's file, like ``python3 <script> ...``."""
+    if argv[1] != "-m":
+        return argv
+    assert read_unit(unit)["Service"]["Environment"] == [f"PYTHONPATH={layout.INSTALL_PREFIX}"]
+    return [argv[0], f"{layout.INSTALL_PREFIX}/{argv[2].replace('.', '/')}.py", *argv[3:]]
+
+
 @pytest.mark.parametrize("unit", PYTHON_SERVICES, ids=lambda p: p.name)
 def test_exec_start_runs_a_node_script_with_flags_it_accepts(unit: Path) -> None:
-    interpreter, script, *args = exec_start(unit)
+    interpreter, script, *args = module_to_installed(unit, exec_start(unit))
     assert interpreter == "/usr/bin/python3"
     assert installed_to_repo(script).is_file()
     parsed = PARSERS[Path(script).name].parse_args(args)  # exits (SystemExit) on an unknown flag
+    if Path(script).name == "launch.py":  # ExecStartPre and ExecStopPost run the same launcher, as root
+        service = read_unit(unit)["Service"]
+        for key, action in (("ExecStartPre", "prepare"), ("ExecStopPost", "cleanup")):
+            (command,) = service[key]
+            hooked = module_to_installed(unit, shlex.split(command.removeprefix("+")))
+            assert launch.build_parser().parse_args(hooked[2:]).action == action
+            assert hooked[1] == script and command.startswith("+")
+        assert parsed.action == "run" and parsed.config == layout.SERVICE_FILE
+        return
     if Path(script).name == "gpu_health.py":
         assert parsed.once and parsed.expected_gpus == 8
     else:

@@ -278,7 +278,7 @@ def _node_requests(synth: Synth, env: str) -> dict[str, list[Request]]:
         "s3": [
             Request("s3:GetObject", f"arn:aws:s3:::{names.data_bucket}/datasets/a", context=own),
             Request("s3:PutObject", f"arn:aws:s3:::{names.data_bucket}/checkpoints/a", context=own),
-            # the node scripts the user data downloads (its `src=s3://...` in the fleet stack)
+            # what the user data downloads (its `fetch s3://...`): the node scripts and the examples
             *(Request("s3:GetObject", f"arn:aws:s3:::{src}", context=own) for src in _script_sources(synth, env)),
         ],
         "ecr.api": [Request("ecr:GetAuthorizationToken", "*")],
@@ -295,7 +295,7 @@ SAMPLE_KEY = "0123abcd-0000-4000-8000-000000000000"
 
 def _script_sources(synth: Synth, env: str) -> set[str]:
     """bucket/key of the node scripts every launch template's user data downloads."""
-    found = set(re.findall(r"src=s3://([^\s\"\\]+)", json.dumps(synth.stack(env, "Fleets").json)))
+    found = set(re.findall(r"fetch s3://([^\s\"\\]+)", json.dumps(synth.stack(env, "Fleets").json)))
     assert found, f"{env}: no node scripts download in the user data"
     return found
 

@@ -23,5 +23,7 @@ NODE_LOGS: Final[Mapping[str, str]] = MappingProxyType(
         "gpu-health": f"{NODE_LOG_DIR}/gpu-health.log",
         "spot-watcher": f"{NODE_LOG_DIR}/spot-watcher.log",
         "lifecycle-watcher": f"{NODE_LOG_DIR}/lifecycle-watcher.log",
+        # The fleet's service (gpu-service.service), on served fleets (absent, so nothing shipped, elsewhere).
+        "gpu-service": f"{NODE_LOG_DIR}/service.log",
     }
 )

@@ -1,11 +1,13 @@
 """What a node of one fleet is told at boot: its settings (``/etc/gpu-platform/node.env``), the facts of
-its instance types (``instance-types.json``) and the CloudWatch agent config, rendered from typed config.
+its instance types (``instance-types.json``), the CloudWatch agent config and, on a served fleet, its service
+(``service.json``), rendered from typed config.
 
 The names in ``node.env`` are the contract with ``scripts/node/`` (its README lists each one).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,3 +78,21 @@ def node_agent_config_json(names: ResourceNames) -> str:
     ``NODE_LOGS`` file shipped to its log group."""
     log_files = [NodeLogFile(name, path, names.node_log_group(name)) for name, path in NODE_LOGS.items()]
     return to_json(agent_config(namespace=names.metrics_namespace, log_files=log_files))
+
+
+def service_json(fleet: Fleet) -> str | None:
+    """``/etc/gpu-platform/service.json`` of a served fleet's nodes (scripts/node/serving/settings.py reads it),
+    one line; None where the fleet serves nothing (the user data then writes no file)."""
+    service = fleet.service
+    if service is None:
+        return None
+    return json.dumps(
+        {
+            "port": service.port,
+            "health_check_path": service.health_check_path,
+            "command": service.command,
+            "image": service.image,
+            "start_timeout_seconds": service.start_timeout_seconds,
+        },
+        sort_keys=True,
+    )

@@ -18,6 +18,8 @@ from aws_cdk import Token
 USER_DATA_LIMIT_BYTES = 16 * 1024
 
 INSTALL_PREFIX = "/opt/gpu-platform/node"
+#: The repository's examples/ (the example service and training job), beside the node scripts.
+EXAMPLES_DIR = "/opt/gpu-platform/examples"
 CONFIG_DIR = "/etc/gpu-platform"
 LOG_DIR = "/var/log/gpu-platform"
 #: The node log the user data's errors go to (NODE_LOGS["bootstrap"]; bootstrap.sh appends to it).
@@ -28,10 +30,12 @@ PER_BOOT_DIR = "/var/lib/cloud/scripts/per-boot"
 
 @dataclass(frozen=True)
 class NodeScripts:
-    """Where the node scripts zip lies (an S3 asset of the fleet stack)."""
+    """Where the node scripts zip lies (an S3 asset of the fleet stack) and, in the same bucket, the
+    examples zip (None: no examples shipped)."""
 
     bucket_name: str
     object_key: str
+    examples_object_key: str | None = None
 
 
 def _heredoc(path: str, body: str, marker: str) -> list[str]:
@@ -62,6 +66,7 @@ def _preamble(*, region: str, group: str, hook: str) -> list[str]:
     return [
         "set -euo pipefail",
         f'etc="${{GPU_PLATFORM_CONFIG_DIR:-{CONFIG_DIR}}}" node="${{GPU_PLATFORM_NODE_DIR:-{INSTALL_PREFIX}}}"',
+        f'examples="${{GPU_PLATFORM_EXAMPLES_DIR:-{EXAMPLES_DIR}}}"',
         f'logs="${{GPU_PLATFORM_LOG_DIR:-{LOG_DIR}}}" per_boot="${{GPU_PLATFORM_PER_BOOT_DIR:-{PER_BOOT_DIR}}}"',
         f'imds="${{IMDS_URL:-http://169.254.169.254}}" aws="${{AWS_CLI:-aws}}" backoff="${{FETCH_BACKOFF_S:-{FETCH_BACKOFF_SECONDS}}}"',
         # stderr also to bootstrap.log, which the agent ships once it runs (the console keeps a copy:
@@ -85,12 +90,12 @@ def _preamble(*, region: str, group: str, hook: str) -> list[str]:
     ]
 
 
-def _fetch(*, region: str, scripts: NodeScripts) -> list[str]:
-    """The node scripts zip, retried with a doubling pause (the node role's read policy or the S3
+def _fetch(*, region: str) -> list[str]:
+    """``fetch SRC ZIP``: one zip, retried with a doubling pause (the node role's read policy or the S3
     route may lag the instance by seconds); the last failure falls to the EXIT trap."""
     return [
         "fetch() {",
-        f"  local try=1 zip=$node.zip src=s3://{scripts.bucket_name}/{scripts.object_key}",
+        '  local try=1 src="$1" zip="$2"',
         f'  until "$aws" s3 cp --only-show-errors --region {region} "$src" "$zip"; do',
         f'    [ "$try" -lt {FETCH_ATTEMPTS} ] || return 1',
         f'    echo "node scripts download failed (attempt $try of {FETCH_ATTEMPTS}); retrying in $((backoff << (try - 1))) s" >&2',
@@ -108,6 +113,7 @@ def render_user_data(
     instance_types: Mapping[str, Mapping[str, Any]],
     agent_config_json: str,
     scripts: NodeScripts,
+    service_json: str | None = None,
     every_boot: bool = False,
 ) -> list[str]:
     """The bash lines of the user data (CDK adds the shebang).
@@ -115,6 +121,9 @@ def render_user_data(
     Any failure, including a download that still fails after its retries, completes the launch
     hook named in ``node_env`` (``ASG_NAME``, ``LAUNCH_HOOK_NAME``) with ABANDON at once; from
     ``exec`` on, bootstrap.sh's own trap does.
+
+    ``service_json``: the fleet's service (``service.json``, node_settings.service_json), written only
+    for a served fleet. The examples zip (``scripts.examples_object_key``) is unpacked into EXAMPLES_DIR.
 
     ``every_boot``: also run the bootstrap at each later boot (cloud-init's per-boot
     scripts). A warm-pool instance is started again from Stopped and must pass its GPU
@@ -125,16 +134,28 @@ def render_user_data(
         if every_boot
         else []
     )
+    service = _heredoc('"$etc/service.json"', service_json, "SERVICE") if service_json is not None else []
+    examples = (
+        [
+            'install -d -m 0755 "$examples"',
+            f'fetch s3://{scripts.bucket_name}/{scripts.examples_object_key} "$examples.zip"',
+            'python3 -m zipfile -e "$examples.zip" "$examples"',
+        ]
+        if scripts.examples_object_key is not None
+        else []
+    )
     return [
         *_preamble(region=region, group=node_env["ASG_NAME"], hook=node_env["LAUNCH_HOOK_NAME"]),
-        *_fetch(region=region, scripts=scripts),
+        *_fetch(region=region),
         'install -d -m 0755 "$etc" "$node" "$logs"',
         *_heredoc('"$etc/node.env"', render_node_env(node_env), "NODE_ENV"),
         *_heredoc('"$etc/instance-types.json"', json.dumps(instance_types, sort_keys=True), "INSTANCE_TYPES"),
         *_heredoc('"$etc/cloudwatch-agent.json"', agent_config_json, "AGENT_CONFIG"),
-        "fetch",
+        *service,
+        f'fetch s3://{scripts.bucket_name}/{scripts.object_key} "$node.zip"',
         'python3 -m zipfile -e "$node.zip" "$node"',
         'chmod 0755 "$node"/*.sh "$node"/*.py',
+        *examples,
         *per_boot,
         "shopt -s execfail  # a failed exec returns, and falls to the trap",
         "# bootstrap.sh writes bootstrap.log itself: its stderr goes back to the console only",

@@ -1,4 +1,4 @@
-"""node_env, instance_type_facts, node_agent_config_json: what a fleet's node is told at boot."""
+"""node_env, instance_type_facts, node_agent_config_json, service_json: what a fleet's node is told at boot."""
 
 from __future__ import annotations
 
@@ -7,8 +7,18 @@ import json
 from config.catalog import get_instance_type
 from config.naming import ResourceNames
 from gpu_constructs.fleet.render.node_logs import NODE_LOGS
-from gpu_constructs.fleet.render.node_settings import NodeSite, instance_type_facts, node_agent_config_json, node_env
+from gpu_constructs.fleet.render.node_settings import (
+    NodeSite,
+    instance_type_facts,
+    node_agent_config_json,
+    node_env,
+    service_json,
+)
 from tests.constructs.conftest import ACCOUNT, REGION, fleet
+from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
+
+# isort: split
+from serving.settings import parse  # the node's reader of service.json
 
 NAMES = ResourceNames(env="dev", account=ACCOUNT, region=REGION)
 
@@ -44,3 +54,19 @@ def test_agent_config_ships_every_node_log_to_its_group_and_publishes_in_the_nam
     assert config["metrics"]["namespace"] == "GpuPlatform/dev"
     shipped = {f["file_path"]: f["log_group_name"] for f in config["logs"]["logs_collected"]["files"]["collect_list"]}
     assert shipped == {path: f"/gpu-platform/dev/node/{name}" for name, path in NODE_LOGS.items()}
+
+
+def test_a_served_fleet_hands_its_service_to_the_node_as_the_node_reads_it() -> None:
+    service = {"command": "python3 /opt/gpu-platform/examples/serve.py --port 8080", "port": 8080,
+               "load_balancer": {"allowed_cidrs": ["10.0.0.0/16"]}}  # fmt: skip
+    text = service_json(fleet(name="serve", service=service))
+    assert text is not None and "\n" not in text  # one line: the user data's heredoc holds it as is
+    node = parse(text)
+    assert (node.port, node.health_check_path, node.mode, node.start_timeout_seconds) == (
+        8080,
+        "/health",
+        "command",
+        600,
+    )
+    assert node.command == service["command"] and node.image is None
+    assert service_json(fleet(name="plain")) is None
