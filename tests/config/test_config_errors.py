@@ -20,6 +20,7 @@ import yaml
 
 import config
 from config.loader import CONFIG_DIR
+from tests.synth import TEST_CONFIG_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,8 +28,8 @@ Mutation = Callable[[dict[str, Any]], None]
 
 
 def valid_dev() -> dict[str, Any]:
-    """The data of the shipped ``config/dev.yaml``, with ``name`` as the first key."""
-    data = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text(encoding="utf-8"))
+    """The data of the test dev config (tests/fixtures/config/dev.yaml), with ``name`` as the first key."""
+    data = yaml.safe_load((TEST_CONFIG_DIR / "dev.yaml").read_text(encoding="utf-8"))
     return {"name": data.pop("name"), **data}
 
 
@@ -495,7 +496,7 @@ def test_load_environments_collects_problems_from_every_file(tmp_path: Path, mon
     dev = valid_dev()
     dev["network"]["vpc_cidr"] = "8.8.0.0/16"
     write_env(tmp_path, "dev", dev)
-    staging = yaml.safe_load((CONFIG_DIR / "staging.yaml").read_text(encoding="utf-8"))
+    staging = yaml.safe_load((TEST_CONFIG_DIR / "staging.yaml").read_text(encoding="utf-8"))
     staging["region"] = "us-east"
     del staging["tags"]["Owner"]
     write_env(tmp_path, "staging", staging)

@@ -1,6 +1,6 @@
 """Service config mistakes (``fleets[].service``): each gives its exact one-line error (file, field, value, fix).
 
-Each case starts from the shipped dev config, whose inference fleet (``fleets[0]``) serves the example service.
+Each case starts from the shipped dev config, whose inference fleet (``fleets[INFERENCE]``) serves the example service.
 """
 
 from __future__ import annotations
@@ -16,18 +16,22 @@ from tests.config.test_config_errors import load_error, valid_dev, write_env
 Data = dict[str, Any]
 
 
+#: Index of the served fleet in the test dev config.
+INFERENCE = next(i for i, fleet in enumerate(valid_dev()["fleets"]) if fleet["name"] == "inference")
+
+
 def service(**changes: Any) -> Callable[[Data], None]:
-    """Set (or, with None, remove) keys of ``fleets[0].service``."""
+    """Set (or, with None, remove) keys of ``fleets[INFERENCE].service``."""
 
     def mutate(data: Data) -> None:
-        _apply(data["fleets"][0]["service"], changes)
+        _apply(data["fleets"][INFERENCE]["service"], changes)
 
     return mutate
 
 
 def load_balancer(**changes: Any) -> Callable[[Data], None]:
     def mutate(data: Data) -> None:
-        _apply(data["fleets"][0]["service"]["load_balancer"], changes)
+        _apply(data["fleets"][INFERENCE]["service"]["load_balancer"], changes)
 
     return mutate
 
@@ -48,19 +52,19 @@ def _public_in_isolated_vpc(data: Data) -> None:
 
 def _one_zone(data: Data) -> None:
     data["availability_zones"] = ["us-east-1a"]
-    data["fleets"][0]["availability_zones"] = ["us-east-1a"]
+    data["fleets"][INFERENCE]["availability_zones"] = ["us-east-1a"]
 
 
 def _training_fleet(data: Data) -> None:
-    data["fleets"][0]["role"] = "training"
+    data["fleets"][INFERENCE]["role"] = "training"
 
 
 def _image_without_containers(data: Data) -> None:
     service(command=None, image="nvcr.io/nvidia/tritonserver:25.01-py3")(data)
-    data["fleets"][0]["containers"] = False
+    data["fleets"][INFERENCE]["containers"] = False
 
 
-PATH = "dev.yaml: fleets[0].service"
+PATH = f"dev.yaml: fleets[{INFERENCE}].service"
 LB = f"{PATH}.load_balancer"
 CASES = [
     pytest.param(
