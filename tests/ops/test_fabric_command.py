@@ -1,0 +1,263 @@
+"""``gpu-platform job fabric-test`` against moto: nodes of the training group, SendCommand of the job
+document to the right instances with the right parameters, the job output read from the job log streams,
+the verdict, the metric, and the slow node named.
+
+moto runs nothing on instances, and its recorded commands list every instance of the account when no
+``Targets`` are given (moto 5.2.5 adds its target filter's matches, all instances for no filter), so the
+requests are read as they leave the client. The nodes' job runner is played by ``FakeNodes``, hooked on
+the session's events: it records each ``SendCommand`` request, and after it does what the runner would
+(an Action=start writes the job's output to ``<job>/<instance-id>`` streams of the jobs log group in moto
+Logs, rank 0's table on the lowest instance id, NCCL's transport line on every node) and it answers
+``GetCommandInvocation`` with the runner's JSON line (moto returns no command output).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+import typer
+from moto import mock_aws
+from typer.testing import CliRunner
+
+from ops.fabric import command as fabric_command
+from ops.fabric.command import bench_command, fabric_test, run_fabric_test
+from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
+from tests.ops.helpers import config_dir
+
+# isort: split
+from fabric.allreduce_bench import footer_lines, format_row, header_lines, measure, message_sizes
+
+ACCOUNT, REGION = "222222222222", "us-east-1"  # tests/fixtures/config/staging.yaml
+GROUP, DOCUMENT, LOG_GROUP = "gpu-platform-staging-training", "gpu-platform-staging-job", "/gpu-platform/staging/jobs"
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def bench_output(nodes: int, busbw_gib: float) -> str:
+    """What rank 0 of allreduce_bench.py prints for ``nodes`` p4d nodes reaching ``busbw_gib`` GB/s at 1 GiB."""
+    ranks = nodes * 8
+    rows = []
+    for size in message_sizes(8, 2**30):
+        seconds = size / (busbw_gib / (2 * (ranks - 1) / ranks) * 1e9)  # at the same rate for every size
+        rows.append((size, measure(size, seconds, ranks), measure(size, seconds, ranks)))
+    devices = [(1000 + r, f"node-{r // 8}", r % 8, "NVIDIA A100-SXM4-40GB") for r in range(ranks)]
+    head = header_lines(min_bytes=8, max_bytes=2**30, factor=2, warmup=5, iters=20, ranks=devices)
+    return "\n".join(head + [format_row(*r) for r in rows] + footer_lines(rows))
+
+
+class FakeNodes:
+    """The job runner of every node, as seen through SSM and CloudWatch Logs."""
+
+    def __init__(self, session: boto3.session.Session, *, slow: str | None = None, fail: bool = False) -> None:
+        self.logs = session.client("logs")
+        self.commands: dict[str, dict[str, Any]] = {}
+        self.sent: list[dict[str, Any]] = []  # the SendCommand requests, in order
+        self.polls: dict[str, int] = {}
+        self.slow, self.fail = slow, fail
+        session.events.register("before-call.ssm.SendCommand", self.before_send)
+        session.events.register("after-call.ssm.SendCommand", self.after_send)
+        session.events.register("before-call.ssm.GetCommandInvocation", self.invocation)
+
+    def before_send(self, params: dict[str, Any], **_: Any) -> None:
+        self.sent.append(json.loads(params["body"]))  # the serialized request
+
+    def after_send(self, parsed: dict[str, Any], **_: Any) -> None:
+        request = self.sent[-1]
+        params = {k: v[0] for k, v in request["Parameters"].items()}
+        self.commands[parsed["Command"]["CommandId"]] = params
+        if params["Action"] == "start":
+            ids = sorted(request["InstanceIds"])
+            busbw = 9.0 if self.slow in ids else 78.0
+            for instance in ids:
+                stream = f"{params['JobId']}/{instance}"
+                self.logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=stream)
+                lines = [f"{instance}:1:1 [0] NCCL INFO Using network AWS Libfabric"]
+                if instance == ids[0]:
+                    lines += bench_output(len(ids), busbw).splitlines()
+                now = int(time.time() * 1000)  # CloudWatch Logs drops events older than 14 days
+                self.logs.put_log_events(
+                    logGroupName=LOG_GROUP,
+                    logStreamName=stream,
+                    logEvents=[{"timestamp": now + i, "message": m} for i, m in enumerate(lines)],
+                )
+
+    def invocation(self, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
+        params = json.loads(params["body"])  # the serialized request: CommandId, InstanceId
+        job = self.commands[params["CommandId"]]
+        key = f"{job['JobId']}/{params['InstanceId']}"
+        if job["Action"] == "status":
+            self.polls[key] = self.polls.get(key, 0) + 1
+        ended = self.polls.get(key, 0) >= 2  # active at the first status poll, ended at the second
+        state = ("failed" if self.fail else "inactive") if ended else "active"
+        answer = {
+            "job": job["JobId"],
+            "instance_id": params["InstanceId"],
+            "unit": f"gpu-job-{job['JobId']}.service",
+            "state": state,
+            "result": ("exit-code" if self.fail else "success") if ended else None,
+            "exit_code": (1 if self.fail else 0) if ended else None,
+            "started_at": "2026-03-01T12:00:00Z",
+        }
+        body = {"Status": "Success", "StandardOutputContent": json.dumps(answer) + "\n", "StandardErrorContent": ""}
+        return SimpleNamespace(status_code=200, headers={}), body
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch):
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "MOTO_ACCOUNT_ID": ACCOUNT,
+    }.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        session = boto3.session.Session(region_name=REGION)
+        session.client("logs").create_log_group(logGroupName=LOG_GROUP)
+        yield session
+
+
+def deploy_training(session: boto3.session.Session, count: int) -> list[dict[str, str]]:
+    """The training group with ``count`` p4d nodes; their ids and private addresses, by id."""
+    ec2 = session.client("ec2")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.0.0/20", AvailabilityZone="us-east-1a")["Subnet"]
+    template = ec2.create_launch_template(
+        LaunchTemplateName="training", LaunchTemplateData={"ImageId": image, "InstanceType": "p4d.24xlarge"}
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    session.client("autoscaling").create_auto_scaling_group(
+        AutoScalingGroupName=GROUP,
+        LaunchTemplate={"LaunchTemplateId": template, "Version": "$Latest"},
+        MinSize=0,
+        MaxSize=4,
+        DesiredCapacity=count,
+        VPCZoneIdentifier=subnet["SubnetId"],
+    )
+    instances = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+    return sorted(({"id": i["InstanceId"], "ip": i["PrivateIpAddress"]} for i in instances), key=lambda n: n["id"])
+
+
+def run(session: boto3.session.Session, capsys: pytest.CaptureFixture[str], tmp_path: Path, **options: Any):
+    folder = config_dir(tmp_path, "staging")
+    code = run_fabric_test(
+        "staging", "training", json_out=True, config_dir=folder, session=session, now=lambda: NOW, **options
+    )
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out else {}), err
+
+
+def _starts(fake: FakeNodes) -> list[dict[str, Any]]:
+    return [c for c in fake.sent if c["Parameters"]["Action"] == ["start"]]
+
+
+def test_healthy_fleet_runs_all_nodes_then_pairs_and_publishes_the_metric(aws, capsys, tmp_path) -> None:
+    nodes = deploy_training(aws, 3)
+    fake = FakeNodes(aws)
+    code, report, err = run(aws, capsys, tmp_path)
+    assert (code, err) == (0, ""), json.dumps({k: v for k, v in report.items() if k != "rows"}, indent=1)
+    starts = _starts(fake)
+    # all three nodes first, then the three ring pairs: (0,1) and (1,2) share node 1, so waves
+    assert sorted(starts[0]["InstanceIds"]) == [n["id"] for n in nodes]
+    assert sorted(sorted(c["InstanceIds"]) for c in starts[1:]) == sorted(
+        sorted([nodes[a]["id"], nodes[b]["id"]]) for a, b in ((0, 1), (1, 2), (2, 0))
+    )
+    first = starts[0]
+    assert first["DocumentName"] == DOCUMENT
+    assert first["Comment"] == f"gpu-platform job {first['Parameters']['JobId'][0]}"
+    assert {k: v[0] for k, v in first["Parameters"].items()} == {
+        "Action": "start",
+        "JobId": "fabric-training-20260301T120000",
+        "Nodes": "3",
+        "ProcsPerNode": "8",  # the catalog's GPU count of p4d.24xlarge
+        "RendezvousEndpoint": f"{nodes[0]['ip']}:29400",  # lowest instance id, jobs.rendezvous_port
+        "WorkingDirectory": "/fsx",
+        "MaxRestarts": "0",
+        "Command": bench_command("1G", 20),
+    }
+    assert first["Parameters"]["Command"][0].startswith("/opt/gpu-platform/node/fabric/allreduce_bench.py ")
+    for pair in starts[1:]:
+        host = min(pair["InstanceIds"])
+        ip = next(n["ip"] for n in nodes if n["id"] == host)
+        assert pair["Parameters"]["RendezvousEndpoint"] == [f"{ip}:29400"] and pair["Parameters"]["Nodes"] == ["2"]
+    statuses = [c for c in fake.sent if c["Parameters"]["Action"] == ["status"]]
+    assert statuses and all(c["DocumentName"] == DOCUMENT for c in statuses)
+    assert report["verdict"]["status"] == "pass" and report["verdict"]["busbw_gbps"] == 78.0
+    assert report["verdict"]["floor"]["min_busbw_gbps"] == 26.0 and report["transport"] == "efa"
+    assert report["ranks"] == 24 and len(report["rows"]) == 28
+    assert [p["slow"] for p in report["pairs"]] == [False, False, False] and report["slow_nodes"] == []
+    metrics = aws.client("cloudwatch").get_metric_statistics(
+        Namespace="GpuPlatform/staging",
+        MetricName="FabricBusBandwidth",
+        Dimensions=[
+            {"Name": "Environment", "Value": "staging"},
+            {"Name": "Fleet", "Value": "training"},
+            {"Name": "InstanceType", "Value": "p4d.24xlarge"},
+        ],
+        StartTime=datetime(2020, 1, 1, tzinfo=UTC),
+        EndTime=datetime(2100, 1, 1, tzinfo=UTC),
+        Period=60,
+        Statistics=["Maximum"],
+    )["Datapoints"]
+    assert [(d["Maximum"], d["Unit"]) for d in metrics] == [(78.0, "Gigabytes/Second")]
+
+
+def test_a_slow_node_fails_the_check_and_is_named(aws, capsys, tmp_path) -> None:
+    nodes = deploy_training(aws, 3)
+    FakeNodes(aws, slow=nodes[1]["id"])
+    code, report, _ = run(aws, capsys, tmp_path)
+    assert code == 1
+    assert report["verdict"]["status"] == "below-floor"  # the whole-fleet run includes the slow node
+    assert [p["slow"] for p in report["pairs"]] == [True, True, False]
+    assert report["slow_nodes"] == [nodes[1]["id"]]
+
+
+def test_fewer_than_two_nodes_cannot_run_unless_idle_is_allowed(aws, capsys, tmp_path) -> None:
+    deploy_training(aws, 1)
+    fake = FakeNodes(aws)
+    code, _, err = run(aws, capsys, tmp_path)
+    assert code == 2 and "1 InService, healthy node(s)" in err and "fix:" in err and len(err.splitlines()) == 1
+    assert run(aws, capsys, tmp_path, allow_idle=True)[0] == 0
+    assert fake.sent == []
+
+
+def test_a_failed_benchmark_job_is_one_line(aws, capsys, tmp_path) -> None:
+    deploy_training(aws, 2)
+    FakeNodes(aws, fail=True)
+    code, report, err = run(aws, capsys, tmp_path)
+    assert (code, report) == (2, {})
+    assert err.startswith("fabric-test: the benchmark failed on fabric-training-20260301T120000/i-")
+    assert "exit 1" in err and len(err.splitlines()) == 1
+
+
+def test_an_inference_fleet_is_refused(aws, capsys, tmp_path) -> None:
+    code = run_fabric_test("staging", "inference", config_dir=config_dir(tmp_path, "staging"), session=aws)
+    err = capsys.readouterr().err
+    assert code == 2 and "'inference' is not a training fleet; fix: use one of training" in err
+
+
+def test_through_a_typer_app_with_tables(aws, tmp_path, monkeypatch) -> None:
+    """The command function as the ``job`` app registers it: options, rich output, exit code."""
+    nodes = deploy_training(aws, 2)
+    FakeNodes(aws)
+    monkeypatch.setattr(fabric_command, "open_session", lambda region: aws)
+    app = typer.Typer()
+    app.command("fabric-test")(fabric_test)
+    app.command("noop")(lambda: None)  # two commands: the name is a subcommand, as under `job`
+    folder = config_dir(tmp_path, "staging")
+    result = CliRunner().invoke(
+        app,
+        ["fabric-test", "--env", "staging", "--fleet", "training", "--config-dir", str(folder)],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    assert "all-reduce across 2 nodes" in result.output and "1 GiB" in result.output
+    assert f"{nodes[0]['id']} + {nodes[1]['id']}" in result.output
+    assert "pass: 78.00 GB/s at 1 GiB >= 26 GB/s" in result.output
+    assert "with two nodes the check cannot tell" not in result.output
