@@ -20,6 +20,7 @@ import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from config.loader import CONFIG_DIR
+from ops.fabric.command import fabric_test
 
 app = typer.Typer(
     name="job",
@@ -200,3 +201,10 @@ def logs(
                 print(f"{when} {line.instance_id} {line.message}", flush=True)
         except KeyboardInterrupt:
             raise typer.Exit(0) from None
+
+
+# The fabric check runs through the same job document; its command lives with its parser and floors.
+app.command(
+    "fabric-test",
+    epilog="Example: gpu-platform job fabric-test --env staging --fleet training",
+)(fabric_test)

@@ -261,3 +261,13 @@ def test_through_a_typer_app_with_tables(aws, tmp_path, monkeypatch) -> None:
     assert f"{nodes[0]['id']} + {nodes[1]['id']}" in result.output
     assert "pass: 78.00 GB/s at 1 GiB >= 26 GB/s" in result.output
     assert "with two nodes the check cannot tell" not in result.output
+
+
+def test_fabric_test_is_a_job_command_of_gpu_platform() -> None:
+    from typer.testing import CliRunner
+
+    from ops.cli import app as gpu_platform
+
+    result = CliRunner().invoke(gpu_platform, ["job", "fabric-test", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "against its floor" in result.output and "--allow-idle" in result.output
