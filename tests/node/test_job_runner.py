@@ -208,8 +208,21 @@ def test_status_of_an_unknown_job_and_bad_input(job_node: JobNode) -> None:
         assert message in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_a_workdir_that_is_not_there_is_refused(job_node: JobNode) -> None:
+def test_a_missing_workdir_is_made_on_lustre_and_refused_without_it(job_node: JobNode) -> None:
     node = job_node
+    node.worker_env(steps=1, every=0, step_s=0.01)
+    # gpu-platform job run's default, /fsx/jobs/<job>, does not exist before the job: the runner makes it.
+    code, _, err = start(node, "fresh", f"python3 {node.path('/fsx/work/train_standin.py')}", "--workdir",
+                         "/fsx/jobs/fresh")  # fmt: skip
+    assert code == 0, err
+    node.wait_until_ended(UNIT.format("fresh"))
+    assert [r["cwd"] for r in node.records(node.worker_record) if r["event"] == "start"] == [
+        str(node.path("/fsx/jobs/fresh"))
+    ] * 2
+    # Without the Lustre mount point nothing is made (it would land on the root volume) and nothing starts.
+    node.extra_env["FSX_MOUNT_POINT"] = str(node.path("/mnt/not-mounted"))
+    calls = len(node.systemd_calls())
     code, _, err = start(node, "nowhere", "python3 x.py", "--workdir", "/fsx/no/such/dir")
-    assert code == 2 and "is not a directory on this node" in err
-    assert node.systemd_calls() == []
+    assert code == 2 and "is not a directory on this node (is Lustre mounted?)" in err
+    assert not node.path("/mnt/not-mounted").exists()
+    assert len(node.systemd_calls()) == calls

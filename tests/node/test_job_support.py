@@ -330,37 +330,46 @@ class JobNode:
         )
 
 
-@pytest.fixture
-def job_node(tmp_path: Path) -> Iterator[JobNode]:
-    bin_dir = tmp_path / "bin"
+def job_node_on(root: Path, imds: FakeImds, logs: FakeLogs) -> JobNode:
+    """A node in ``root``: fake systemd and torchrun, its /etc/gpu-platform, pid, checkpoint and work folders,
+    the stand-in worker in /fsx/work; ``imds`` answers its instance id, ``logs`` is its CloudWatch Logs."""
+    bin_dir = root / "bin"
     install_fake_torchrun(bin_dir)
     for name in ("systemd-run", "systemctl"):
         tool = bin_dir / name
         tool.write_text(f"#!{sys.executable}\n{_FAKE_SYSTEMD}")
         tool.chmod(0o755)
     for folder in ("/etc/gpu-platform", "/run/gpu-platform/jobs", "/fsx/checkpoints", "/fsx/work"):
-        (tmp_path / folder.lstrip("/")).mkdir(parents=True)
-    (tmp_path / "etc/gpu-platform/node.env").write_text(
+        (root / folder.lstrip("/")).mkdir(parents=True)
+    (root / "etc/gpu-platform/node.env").write_text(
         f"GPU_PLATFORM_ENV={ENV_NAME}\nAWS_REGION={REGION}\nFLEET_NAME=training\n"
-        f"TRAINING_PID_DIR={tmp_path / 'run/gpu-platform/jobs'}\nCHECKPOINT_DIR={tmp_path / 'fsx/checkpoints'}\n"
-        f"FSX_MOUNT_POINT={tmp_path / 'fsx'}\n"
+        f"TRAINING_PID_DIR={root / 'run/gpu-platform/jobs'}\nCHECKPOINT_DIR={root / 'fsx/checkpoints'}\n"
+        f"FSX_MOUNT_POINT={root / 'fsx'}\n"
     )
-    (tmp_path / "etc/gpu-platform/efa-node.env").write_text(
-        "FI_PROVIDER=efa\nFI_EFA_USE_DEVICE_RDMA=1\nNCCL_DEBUG=WARN\n"
-    )
-    write_worker(tmp_path / "fsx/work")
+    (root / "etc/gpu-platform/efa-node.env").write_text("FI_PROVIDER=efa\nFI_EFA_USE_DEVICE_RDMA=1\nNCCL_DEBUG=WARN\n")
+    write_worker(root / "fsx/work")
+    return JobNode(root, imds, logs, bin_dir)
+
+
+def kill_units(node: JobNode) -> None:
+    """Whatever still runs in the node's units (nothing outlives a test)."""
+    for unit in node.units().values():
+        pid = unit.get("MainPID")
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(os.getpgid(pid), 9)
+
+
+@pytest.fixture
+def job_node(tmp_path: Path) -> Iterator[JobNode]:
     with pytest.MonkeyPatch.context() as patch:
         for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
             patch.setenv(key, "testing")
         with mock_aws(), FakeImds() as imds, FakeLogs() as logs:
             imds.set("/latest/meta-data/instance-id", INSTANCE_ID)
             logs.client.create_log_group(logGroupName=LOG_GROUP)
-            node = JobNode(tmp_path, imds, logs, bin_dir)
+            node = job_node_on(tmp_path, imds, logs)
             try:
                 yield node
             finally:
-                for unit in node.units().values():  # nothing outlives the test
-                    pid = unit.get("MainPID")
-                    if pid:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.killpg(os.getpgid(pid), 9)
+                kill_units(node)

@@ -125,15 +125,23 @@ class Fleet:
     session: boto3.session.Session
     subnet: str
     ami: str
+    group: str = GROUP
+    account: str = ACCOUNT
+    instance_type: str = "p4d.24xlarge"
+    placement_group: str = PLACEMENT_GROUP
+    document: str = DOCUMENT
 
-    def launch(self, instance_type: str = "p4d.24xlarge", placement_group: str | None = PLACEMENT_GROUP) -> str:
-        """A node the group launched: an instance attached to the group, placed as EC2 would place it."""
+    def launch(self, instance_type: str | None = None, placement_group: str | None = "") -> str:
+        """A node the group launched: an instance attached to the group, placed as EC2 would place it (in the
+        group's placement group unless ``placement_group`` says otherwise; ``None``: in none)."""
         ec2 = self.session.client("ec2")
         instance = ec2.run_instances(
-            ImageId=self.ami, InstanceType=instance_type, MinCount=1, MaxCount=1, SubnetId=self.subnet
-        )["Instances"][0]["InstanceId"]
-        ec2_backends[ACCOUNT][REGION].get_instance(instance).placement.group_name = placement_group or ""
-        self.session.client("autoscaling").attach_instances(InstanceIds=[instance], AutoScalingGroupName=GROUP)
+            ImageId=self.ami, InstanceType=instance_type or self.instance_type, MinCount=1, MaxCount=1,
+            SubnetId=self.subnet,
+        )["Instances"][0]["InstanceId"]  # fmt: skip
+        placed = self.placement_group if placement_group == "" else placement_group
+        ec2_backends[self.account][REGION].get_instance(instance).placement.group_name = placed or ""
+        self.session.client("autoscaling").attach_instances(InstanceIds=[instance], AutoScalingGroupName=self.group)
         return instance
 
     def ip(self, instance_id: str) -> str:
@@ -143,13 +151,13 @@ class Fleet:
     def commands(self, action: str | None = None) -> list[dict[str, Any]]:
         """The job document's commands moto recorded, oldest first."""
         listed = self.session.client("ssm").list_commands()["Commands"]
-        mine = [c for c in listed if c["DocumentName"] == DOCUMENT]
+        mine = [c for c in listed if c["DocumentName"] == self.document]
         return [c for c in mine if action is None or c["Parameters"]["Action"] == [action]]
 
 
-def deploy(session: boto3.session.Session, count: int = 2) -> tuple[Fleet, list[str]]:
+def deploy(session: boto3.session.Session, count: int = 2, **fleet: str) -> tuple[Fleet, list[str]]:
     """The training fleet's group (cluster placement group, as the Fleets stack makes it) with ``count`` nodes;
-    returns the fleet and its node ids in id order."""
+    returns the fleet and its node ids in id order. ``fleet``: another environment's names (see ``Fleet``)."""
     ec2 = session.client("ec2")
     ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
@@ -157,14 +165,14 @@ def deploy(session: boto3.session.Session, count: int = 2) -> tuple[Fleet, list[
     template = ec2.create_launch_template(
         LaunchTemplateName="training", LaunchTemplateData={"ImageId": ami, "InstanceType": "p4d.24xlarge"}
     )["LaunchTemplate"]["LaunchTemplateId"]
+    made = Fleet(session, subnet["SubnetId"], ami, **fleet)
     session.client("autoscaling").create_auto_scaling_group(
-        AutoScalingGroupName=GROUP,
+        AutoScalingGroupName=made.group,
         LaunchTemplate={"LaunchTemplateId": template, "Version": "$Latest"},
         MinSize=0,
         MaxSize=8,
         DesiredCapacity=0,
         VPCZoneIdentifier=subnet["SubnetId"],
-        PlacementGroup=PLACEMENT_GROUP,
+        PlacementGroup=made.placement_group,
     )
-    fleet = Fleet(session, subnet["SubnetId"], ami)
-    return fleet, sorted(fleet.launch() for _ in range(count))
+    return made, sorted(made.launch() for _ in range(count))

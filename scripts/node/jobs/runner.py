@@ -117,9 +117,16 @@ def check_start(args: argparse.Namespace, settings: Settings) -> list[str]:
         raise BadInput(f"--command cannot be split into words ({err}); it is shlex.join(argv)") from err
     if not command:
         raise BadInput("--command is empty: `start` needs the command to run")
-    workdir = settings.on_node(args.workdir)
-    if not Path(workdir).is_dir():
-        raise BadInput(f"--workdir {args.workdir} is not a directory on this node ({workdir}; is Lustre mounted?)")
+    workdir = Path(settings.on_node(args.workdir))
+    if not Path(settings.fsx_mount_point).is_dir():
+        raise BadInput(
+            f"--workdir {args.workdir}: {settings.fsx_mount_point} is not a directory on this node (is Lustre mounted?)"
+        )
+    # The operator's default working directory (/fsx/jobs/<job>) is new with each job: made here, on Lustre.
+    try:
+        workdir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError as err:
+        raise BadInput(f"--workdir {args.workdir}: cannot make {workdir} ({err.strerror})") from err
     return command
 
 
