@@ -16,7 +16,7 @@ from constructs import Construct
 
 from config import Environment
 from config.catalog import get_instance_type
-from config.fleets import FleetRole
+from config.fleets import Fleet, FleetRole
 from config.naming import ResourceNames
 from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.fleet.ami_rollout import AmiRollout, FleetRollout, refresh_preferences
@@ -54,6 +54,7 @@ class FleetStack(PlatformStack):
         vpc: ec2.IVpc,
         node_security_group: ec2.ISecurityGroup,
         efa_security_group: ec2.ISecurityGroup,
+        training_security_group: ec2.ISecurityGroup | None,
         node_role: iam.IRole,
         instance_profile: iam.IInstanceProfile,
         volume_key: kms.IKey,
@@ -108,6 +109,7 @@ class FleetStack(PlatformStack):
                 instance_profile=instance_profile,
                 node_security_group=node_security_group,
                 efa_security_group=efa_security_group,
+                training_security_group=_training_group(fleet, training_security_group),
                 volume_key=volume_key,
                 notification_topic=self.alerts_topic,
                 metrics_namespace=names.metrics_namespace,
@@ -187,3 +189,12 @@ class FleetStack(PlatformStack):
             fleets=rollouts,
             node_role_arn=node_role.role_arn,
         )
+
+
+def _training_group(fleet: Fleet, group: ec2.ISecurityGroup | None) -> ec2.ISecurityGroup | None:
+    """The training group for a training fleet (the Network stack makes one where a fleet trains), else None."""
+    if fleet.role is not FleetRole.TRAINING:
+        return None
+    if group is None:
+        raise ValueError(f"fleet {fleet.name} trains but the network has no training security group")
+    return group

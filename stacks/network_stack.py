@@ -1,7 +1,8 @@
-"""NetworkStack: the VPC, its endpoints and the EFA security group."""
+"""NetworkStack: the VPC, its endpoints and the node, EFA and training security groups."""
 
 from __future__ import annotations
 
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
@@ -10,13 +11,14 @@ from config.fleets import FleetRole
 from gpu_constructs.network.efa_security_group import EfaSecurityGroup
 from gpu_constructs.network.node_security_group import NodeSecurityGroup
 from gpu_constructs.network.platform_vpc import PlatformVpc
+from gpu_constructs.network.training_security_group import TrainingSecurityGroup
 from gpu_constructs.network.vpc_endpoints import InterfaceEndpoints, S3GatewayEndpoint
 from stacks.base import PlatformStack
 
 
 class NetworkStack(PlatformStack):
     """Attributes: ``vpc``, ``gpu_subnets``, ``efa_security_group``, ``node_security_group``,
-    ``endpoint_security_group`` (isolated mode)."""
+    ``training_security_group`` (None without a training fleet), ``endpoint_security_group`` (isolated mode)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, env: Environment, logs_key: kms.IKey) -> None:
         super().__init__(scope, construct_id, env=env, stateful=True, description=f"GPU platform {env.name}: network")
@@ -59,6 +61,8 @@ class NetworkStack(PlatformStack):
             s3_prefix_list_id=s3.prefix_list_id,
             endpoint_security_group=self.endpoint_security_group,
             internet_egress=net.egress is EgressMode.NAT,
-            # EFA fleets carry their jobs' TCP in the EFA group; a training fleet without EFA needs it here.
-            training_traffic=any(fleet.role is FleetRole.TRAINING and not fleet.efa for fleet in env.fleets),
         ).security_group
+        # A job's TCP between training nodes (every training fleet, EFA or not), off the shared node group.
+        self.training_security_group: ec2.ISecurityGroup | None = None
+        if any(fleet.role is FleetRole.TRAINING for fleet in env.fleets):
+            self.training_security_group = TrainingSecurityGroup(self, "Training", vpc=self.vpc).security_group

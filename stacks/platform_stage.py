@@ -51,6 +51,7 @@ class PlatformStage(Stage):
             vpc=self.network.vpc,
             node_security_group=self.network.node_security_group,
             efa_security_group=self.network.efa_security_group,
+            training_security_group=self.network.training_security_group,
             node_role=self.security.node_role.role,
             instance_profile=self.security.node_role.instance_profile,
             volume_key=self.security.data_key,

@@ -32,7 +32,8 @@ class FleetLaunchTemplate(Construct):
     interface (card 0, device 0), then ``efa-only`` interfaces on card 0 device 1
     and on the other cards device 0, as EC2 recommends for these types. Without
     ``efa_cards`` the node group is set on the template and the instance gets one
-    ordinary interface.
+    ordinary interface. With ``training_security_group`` (a training fleet) every interface that carries the
+    node group carries the training group too.
 
     Attributes:
         launch_template.
@@ -53,6 +54,7 @@ class FleetLaunchTemplate(Construct):
         volume_key: kms.IKey,
         containers: bool,
         efa_only: bool = False,
+        training_security_group: ec2.ISecurityGroup | None = None,
         capacity_block_id: str | None = None,
         instance_type: str | None = None,
     ) -> None:
@@ -100,12 +102,16 @@ class FleetLaunchTemplate(Construct):
             security_group=None if efa_cards else node_security_group,
             associate_public_ip_address=None if efa_cards else False,
         )
+        extra = [training_security_group] if training_security_group is not None else []
         cfn = cfn_child(self.launch_template, ec2.CfnLaunchTemplate)
         if efa_cards:
-            groups = [efa_security_group.security_group_id, node_security_group.security_group_id]
+            groups = [g.security_group_id for g in (efa_security_group, node_security_group, *extra)]
             # No AssociatePublicIpAddress: the GPU subnets map no public address, and EC2 refuses the
             # setting on a launch with several interfaces.
             cfn.add_property_override("LaunchTemplateData.NetworkInterfaces", _interfaces(efa_cards, efa_only, groups))
+        else:
+            for group in extra:
+                self.launch_template.add_security_group(group)
         if capacity_block_id:
             cfn.add_property_override("LaunchTemplateData.InstanceMarketOptions", {"MarketType": "capacity-block"})
             cfn.add_property_override(

@@ -53,12 +53,10 @@ def _iso(moment: datetime) -> str:
 
 
 class GpuFleet(Construct):
-    """One configured fleet.
+    """One configured fleet; with ``training_security_group`` (a training fleet) its nodes carry that group too.
 
-    Attributes:
-        auto_scaling_group, launch_templates (layout -> template), placement_group (or None),
-        launch_hook_name, terminate_hook_name.
-    """
+    Attributes: auto_scaling_group, launch_templates (layout -> template), placement_group (or None),
+    launch_hook_name, terminate_hook_name."""
 
     def __init__(
         self,
@@ -75,6 +73,7 @@ class GpuFleet(Construct):
         instance_profile: iam.IInstanceProfile,
         node_security_group: ec2.ISecurityGroup,
         efa_security_group: ec2.ISecurityGroup,
+        training_security_group: ec2.ISecurityGroup | None = None,
         volume_key: kms.IKey,
         notification_topic: sns.ITopic,
         metrics_namespace: str,
@@ -102,6 +101,7 @@ class GpuFleet(Construct):
                 instance_profile=instance_profile,
                 node_security_group=node_security_group,
                 efa_security_group=efa_security_group,
+                training_security_group=training_security_group,
                 efa_cards=cards,
                 efa_only=efa_only,
                 volumes=Volumes(root_gib=fleet.root_volume_gib, scratch_gib=fleet.scratch_volume_gib),

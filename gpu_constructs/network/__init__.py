@@ -1,2 +1,2 @@
-"""The network: the platform VPC and its subnets, VPC endpoints (and which node call uses each), the GPU node
-and EFA security groups."""
+"""The network: the platform VPC and its subnets, VPC endpoints (and which node call uses each), the GPU node,
+EFA and training security groups."""

@@ -8,10 +8,6 @@ from constructs import Construct
 #: Lustre client traffic to the file servers: the LNet port and the ports clients connect from
 #: (FSx for Lustre user guide, file system access control with Amazon VPC).
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
-#: TCP between the nodes of a training job without EFA: torchrun's c10d rendezvous (``jobs.rendezvous_port``,
-#: 1024 or above) and the connections of NCCL's and gloo's bootstrap and socket transport, which listen on
-#: ports the kernel picks (``ip_local_port_range``, which an image may retune); privileged ports stay closed.
-TRAINING_TCP_PORTS = (1024, 65535)
 
 
 class NodeSecurityGroup(Construct):
@@ -27,11 +23,11 @@ class NodeSecurityGroup(Construct):
     - with NAT egress only: HTTPS to anywhere (AWS APIs without endpoints, container registries).
       Nodes install nothing at boot; the image builds, which do (apt over HTTP), have a group of their own.
 
-    With ``training_traffic`` (an environment with a training fleet without EFA), TCP on the unprivileged
-    ports between the group's own members: a job's rendezvous, NCCL's bootstrap and its socket transport.
-    EFA traffic between nodes has a group of its own on the EFA interfaces (every interface of an EFA
-    node, the primary one too, so it carries an EFA job's TCP as well). DNS (the VPC resolver),
-    instance metadata and the time service are link-local and not filtered by security groups.
+    Nothing between nodes: every fleet of the environment carries this group, so a rule between its
+    members would open one fleet's ports to every other (a served port to training nodes, a job's
+    rendezvous to inference nodes). A training job's TCP has the training group, EFA traffic the EFA
+    group, each on the fleets that need it. DNS (the VPC resolver), instance metadata and the time
+    service are link-local and not filtered by security groups.
 
     Attributes:
         security_group.
@@ -47,7 +43,6 @@ class NodeSecurityGroup(Construct):
         s3_prefix_list_id: str,
         endpoint_security_group: ec2.ISecurityGroup | None,
         internet_egress: bool,
-        training_traffic: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.security_group = ec2.SecurityGroup(
@@ -67,7 +62,3 @@ class NodeSecurityGroup(Construct):
             group.add_egress_rule(ec2.Peer.ipv4(vpc_cidr), port, "Lustre to the file system in the VPC")
         if internet_egress:
             group.add_egress_rule(ec2.Peer.any_ipv4(), https, "HTTPS through NAT")
-        if training_traffic:
-            training = ec2.Port.tcp_range(*TRAINING_TCP_PORTS)
-            group.add_ingress_rule(group, training, "Training jobs: rendezvous and NCCL from other nodes")
-            group.add_egress_rule(group, training, "Training jobs: rendezvous and NCCL to other nodes")

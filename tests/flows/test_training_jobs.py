@@ -5,8 +5,11 @@
 - The nodes of one training fleet reach each other over TCP: torchrun's c10d rendezvous on
   ``jobs.rendezvous_port`` and NCCL's bootstrap and socket connections on ports the kernel picks. A packet
   is followed from the sending node's security groups (egress) to the receiving node's (ingress), with the
-  groups read from the fleet's launch templates: the EFA group on an EFA fleet's interfaces, the node
-  group's own rule on a fleet without EFA. Privileged ports stay closed.
+  groups read from the fleet's launch templates: the training group (Network stack) on every training
+  fleet, beside the EFA group on an EFA fleet's interfaces. Privileged ports stay closed.
+- Nothing else reaches those ports: an inference node cannot open a training node's rendezvous store or
+  kernel-picked ports, and no node (training, or another inference node) reaches a served fleet's service
+  port; only the fleet's load balancer does. The shared node group has no rule between its own members.
 - The job runner on a node writes the job's output to ``/gpu-platform/<env>/jobs``, stream
   ``<job>/<instance-id>``: allowed by the node role and its boundary, into a group encrypted with the logs
   key, whose policy lets CloudWatch Logs use it for that group.
@@ -21,22 +24,32 @@ import pytest
 
 from config.fleets import Fleet, FleetRole
 from config.naming import ResourceNames
-from gpu_constructs.network.node_security_group import TRAINING_TCP_PORTS
+from gpu_constructs.network.training_security_group import TRAINING_TCP_PORTS
 from tests.flows.assembly import Environment, Ref
 from tests.policy_eval import Request, explain, key_policy_may, role_may
 from tests.role_policies import role
 from tests.synth import Synth
 
 ENVS = ["dev", "staging", "prod"]
+SERVED = ["dev"]  # the test environments whose config has a fleets[].service (a training fleet beside it)
 #: A port NCCL's bootstrap or socket transport may listen on (Linux's default ip_local_port_range is
 #: 32768-60999), and the port torchrun gives workers as MASTER_PORT by default.
 EPHEMERAL_PORT, MASTER_PORT = 45123, 29500
 
 
-def _training_fleets(environment: Environment) -> list[Fleet]:
-    fleets = [f for f in environment.config.fleets if f.role is FleetRole.TRAINING]
-    assert fleets, f"{environment.name} has no training fleet"
+def _fleets(environment: Environment, role: FleetRole) -> list[Fleet]:
+    fleets = [f for f in environment.config.fleets if f.role is role]
+    assert fleets, f"{environment.name} has no {role.value} fleet"
     return fleets
+
+
+def _training_fleets(environment: Environment) -> list[Fleet]:
+    return _fleets(environment, FleetRole.TRAINING)
+
+
+def _node_layouts(environment: Environment, fleet: Fleet) -> list[set[Ref]]:
+    """The security groups of a node of ``fleet``, per launch template (one per EFA layout)."""
+    return [_primary_groups(environment, t) for t in _launch_templates(environment, fleet)]
 
 
 def _launch_templates(environment: Environment, fleet: Fleet) -> list[Ref]:
@@ -114,7 +127,7 @@ def test_the_nodes_of_a_training_fleet_reach_each_other_for_rendezvous_and_nccl(
     environment = Environment(synth, env)
     rendezvous = environment.config.jobs.rendezvous_port
     for fleet in _training_fleets(environment):
-        layouts = [_primary_groups(environment, t) for t in _launch_templates(environment, fleet)]
+        layouts = _node_layouts(environment, fleet)
         for sender in layouts:  # a job may span the fleet's layouts (mixed instance types)
             for receiver in layouts:
                 for port in (rendezvous, MASTER_PORT, EPHEMERAL_PORT, TRAINING_TCP_PORTS[1]):
@@ -125,21 +138,82 @@ def test_the_nodes_of_a_training_fleet_reach_each_other_for_rendezvous_and_nccl(
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_the_node_group_opens_training_tcp_only_for_a_training_fleet_without_efa(synth: Synth, env: str) -> None:
+def test_an_inference_node_cannot_reach_a_training_nodes_job_ports(synth: Synth, env: str) -> None:
+    environment = Environment(synth, env)
+    rendezvous = environment.config.jobs.rendezvous_port
+    for trainer in _training_fleets(environment):
+        for server in _fleets(environment, FleetRole.INFERENCE):
+            for inference in _node_layouts(environment, server):
+                for training in _node_layouts(environment, trainer):
+                    for port in (rendezvous, MASTER_PORT, EPHEMERAL_PORT):
+                        assert not tcp_passes(environment, inference, training, port), (env, server.name, port)
+                        assert not tcp_passes(environment, training, inference, port), (env, trainer.name, port)
+
+
+def _load_balancer_groups(environment: Environment, fleet: Fleet) -> set[Ref]:
+    """The security groups of the load balancer whose listener forwards to ``fleet``'s target group."""
+    group_name = ResourceNames.of(environment.config).asg_name(fleet.name)
+    ((group_ref, group),) = [
+        (ref, res)
+        for ref, res in environment.resources("AWS::AutoScaling::AutoScalingGroup")
+        if res["Properties"].get("AutoScalingGroupName") == group_name
+    ]
+    targets = {environment.target(group_ref.stack, arn) for arn in group["Properties"]["TargetGroupARNs"]}
+    (balancer,) = {
+        environment.target(ref.stack, listener["Properties"]["LoadBalancerArn"])
+        for ref, listener in environment.resources("AWS::ElasticLoadBalancingV2::Listener")
+        if environment.target(ref.stack, listener["Properties"]["DefaultActions"][0]["TargetGroupArn"]) in targets
+    }
+    assert balancer is not None
+    groups = {
+        environment.target(balancer.stack, g) for g in environment.resource(balancer)["Properties"]["SecurityGroups"]
+    }
+    assert groups and None not in groups
+    return groups  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("env", SERVED)
+def test_only_the_load_balancer_reaches_a_served_port(synth: Synth, env: str) -> None:
+    environment = Environment(synth, env)
+    served = [f for f in environment.config.fleets if f.service is not None]
+    assert served, f"{env} serves nothing"
+    every_node = [layout for fleet in environment.config.fleets for layout in _node_layouts(environment, fleet)]
+    for fleet in served:
+        assert fleet.service is not None
+        port = fleet.service.port
+        balancer = _load_balancer_groups(environment, fleet)
+        for receiver in _node_layouts(environment, fleet):
+            assert tcp_passes(environment, balancer, receiver, port), (env, fleet.name)
+            for sender in every_node:  # training nodes, other fleets' and this fleet's own nodes
+                assert not tcp_passes(environment, sender, receiver, port), (env, fleet.name, sorted(sender, key=str))
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_training_tcp_has_a_group_of_its_own_off_the_shared_node_group(synth: Synth, env: str) -> None:
     environment = Environment(synth, env)
     network = synth.stack(env, "Network")
-    (node_group,) = [k for k in network.resources("AWS::EC2::SecurityGroup") if k.startswith("NodesSecurityGroup")]
-    group = Ref(network.name, node_group)
-    self_rules = [
-        (direction, str(r["IpProtocol"]), r["FromPort"], r["ToPort"])
-        for direction in ("Ingress", "Egress")
-        for r in _rules(environment, group, direction)
-        if environment.target(r["_stack"], r.get("SourceSecurityGroupId") or r.get("DestinationSecurityGroupId"))
-        == group
-    ]
-    needed = any(f.role is FleetRole.TRAINING and not f.efa for f in environment.config.fleets)
+
+    def self_rules(prefix: str) -> list[tuple[str, str, int, int]]:
+        (logical_id,) = [k for k in network.resources("AWS::EC2::SecurityGroup") if k.startswith(prefix)]
+        group = Ref(network.name, logical_id)
+        return sorted(
+            (direction, str(r["IpProtocol"]), r["FromPort"], r["ToPort"])
+            for direction in ("Ingress", "Egress")
+            for r in _rules(environment, group, direction)
+            if environment.target(r["_stack"], r.get("SourceSecurityGroupId") or r.get("DestinationSecurityGroupId"))
+            == group
+        )
+
     low, high = TRAINING_TCP_PORTS
-    assert sorted(self_rules) == ([("Egress", "tcp", low, high), ("Ingress", "tcp", low, high)] if needed else [])
+    assert self_rules("NodesSecurityGroup") == []  # every fleet carries it: nothing between its members
+    assert self_rules("TrainingSecurityGroup") == [("Egress", "tcp", low, high), ("Ingress", "tcp", low, high)]
+    # Carried by the training fleets' nodes only.
+    (training,) = [
+        Ref(network.name, k) for k in network.resources("AWS::EC2::SecurityGroup") if k.startswith("Training")
+    ]
+    for fleet in environment.config.fleets:
+        for layout in _node_layouts(environment, fleet):
+            assert (training in layout) is (fleet.role is FleetRole.TRAINING), (env, fleet.name)
 
 
 @pytest.mark.parametrize("env", ENVS)

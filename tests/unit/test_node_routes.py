@@ -20,7 +20,6 @@ import pytest
 
 from config import EgressMode
 from config.naming import ResourceNames
-from gpu_constructs.network.node_security_group import TRAINING_TCP_PORTS
 from gpu_constructs.network.vpc_endpoints import AGENT_CALLS, CLIENT_ENDPOINTS, GATEWAY_SERVICES
 from tests.iam_documents import Resolver
 from tests.policy_eval import Request, explain, role_may
@@ -221,21 +220,13 @@ def test_every_node_call_leaves_the_node_security_group(synth: Synth, env: str) 
         if r["IpProtocol"] == "tcp" and r.get("CidrIp") == cfg.network.vpc_cidr
     }
     assert lustre == {(988, 988), (1018, 1023)}
-    node_group = _node_group(stack)
-    training = [r for r in egress if _ref(r.get("DestinationSecurityGroupId", "")) == node_group]
     other = [
         r
         for r in egress
-        if not _https(r)
-        and r.get("CidrIp") != cfg.network.vpc_cidr
-        and not (r.get("FromPort") == 80 and not isolated)
-        and r not in training
+        if not _https(r) and r.get("CidrIp") != cfg.network.vpc_cidr and not (r.get("FromPort") == 80 and not isolated)
     ]
+    # Nothing between nodes in the group every fleet shares: training jobs' TCP has the training group.
     assert other == []
-    # Between nodes only the training jobs' TCP, where a training fleet has no EFA group to carry it.
-    assert [(r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in training] == (
-        [("tcp", *TRAINING_TCP_PORTS)] if any(f.role == "training" and not f.efa for f in cfg.fleets) else []
-    )
 
 
 def _node_requests(synth: Synth, env: str) -> dict[str, list[Request]]:

@@ -1,5 +1,5 @@
 """FleetLaunchTemplate: IMDSv2 only, encrypted gp3 volumes with the data key, no public address; one more
-metadata hop for containers."""
+metadata hop for containers; a training fleet's training group on every interface that carries the node group."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ from gpu_constructs.fleet.fleet_launch_template import ROOT_DEVICE, SCRATCH_DEVI
 from tests.constructs.conftest import REGION, bare_stack, group_id, only, template, vpc
 
 
-def _build(*, containers: bool, scratch_gib: int) -> Template:
+def _build(
+    *,
+    containers: bool,
+    scratch_gib: int,
+    training: bool = False,
+    efa_cards: tuple[int, ...] = (),
+    efa_only: bool = False,
+) -> Template:
     stack = bare_stack()
     network = vpc(stack)
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
@@ -25,7 +32,9 @@ def _build(*, containers: bool, scratch_gib: int) -> Template:
         instance_profile=iam.InstanceProfile(stack, "Profile", role=role),
         node_security_group=ec2.SecurityGroup(stack, "NodeSg", vpc=network),
         efa_security_group=ec2.SecurityGroup(stack, "EfaSg", vpc=network),
-        efa_cards=(),
+        efa_cards=efa_cards,
+        efa_only=efa_only,
+        training_security_group=ec2.SecurityGroup(stack, "TrainingSg", vpc=network) if training else None,
         volumes=Volumes(root_gib=200, scratch_gib=scratch_gib),
         volume_key=kms.Key(stack, "DataKey"),
         containers=containers,
@@ -64,3 +73,29 @@ def test_plain_node_has_one_private_interface_in_the_node_group(plain: Template)
     assert data["NetworkInterfaces"] == [{"AssociatePublicIpAddress": False, "DeviceIndex": 0, "Groups": node_group}]
     assert "SecurityGroupIds" not in data
     assert "KeyName" not in data
+
+
+def _group_ref(tmpl: Template, prefix: str) -> dict:
+    return {"Fn::GetAtt": [group_id(tmpl, prefix), "GroupId"]}
+
+
+def test_a_training_node_without_efa_carries_the_node_and_training_groups() -> None:
+    tmpl = _build(containers=False, scratch_gib=0, training=True)
+    (nic,) = _data(tmpl)["NetworkInterfaces"]
+    assert nic["Groups"] == [_group_ref(tmpl, "NodeSg"), _group_ref(tmpl, "TrainingSg")]
+    assert nic["AssociatePublicIpAddress"] is False
+
+
+@pytest.mark.parametrize("efa_only", [False, True], ids=["efa", "efa-only"])
+def test_every_interface_of_an_efa_training_node_carries_the_training_group(efa_only: bool) -> None:
+    tmpl = _build(containers=False, scratch_gib=0, training=True, efa_cards=(0, 1, 2, 3), efa_only=efa_only)
+    nics = _data(tmpl)["NetworkInterfaces"]
+    assert len(nics) == (5 if efa_only else 4)
+    expected = [_group_ref(tmpl, "EfaSg"), _group_ref(tmpl, "NodeSg"), _group_ref(tmpl, "TrainingSg")]
+    assert all(nic["Groups"] == expected for nic in nics)
+
+
+def test_an_efa_node_of_another_fleet_carries_no_training_group() -> None:
+    tmpl = _build(containers=False, scratch_gib=0, efa_cards=(0, 1))
+    expected = [_group_ref(tmpl, "EfaSg"), _group_ref(tmpl, "NodeSg")]
+    assert [nic["Groups"] for nic in _data(tmpl)["NetworkInterfaces"]] == [expected, expected]
