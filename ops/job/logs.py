@@ -53,7 +53,7 @@ def streams(context: JobContext, job_id: str) -> list[str]:
         if error_code(err) == "ResourceNotFoundException":
             raise JobError(
                 f"log group {group} not found in {context.environment.region}; fix: deploy the environment's "
-                f"{context.names.stack_name('Fleets')} stack (it creates the group)"
+                f"{context.names.stack_name('Security')} stack (it creates the group)"
             ) from None
         raise
     return sorted(s["logStreamName"] for s in found)

@@ -224,7 +224,7 @@ def test_logs_without_the_log_group_names_the_stack(aws, nodes, capsys) -> None:
     code, out, err = job(capsys, "logs", "bert")
     assert (code, out) == (2, "")
     assert err == (
-        f"log group {JOBS_GROUP} not found in us-east-1; fix: deploy the environment's staging-Fleets stack "
+        f"log group {JOBS_GROUP} not found in us-east-1; fix: deploy the environment's staging-Security stack "
         "(it creates the group)\n"
     )
 
