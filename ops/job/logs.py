@@ -36,6 +36,11 @@ def stream_prefix(job_id: str) -> str:
 #: FilterLogEvents' limit of stream names per call.
 MAX_STREAMS_PER_CALL = 100
 
+#: How far behind the newest event seen ``follow`` reads again: each node ships its own stream (every 2 s,
+#: backing off while CloudWatch Logs refuses), so a node's events can arrive after newer events of another
+#: node; those up to this much older are still printed, once each (by event id).
+LATE_EVENTS_MS = 60_000
+
 
 def streams(context: JobContext, job_id: str) -> list[str]:
     """The names of the job's log streams (one per node that has written)."""
@@ -48,7 +53,7 @@ def streams(context: JobContext, job_id: str) -> list[str]:
         if error_code(err) == "ResourceNotFoundException":
             raise JobError(
                 f"log group {group} not found in {context.environment.region}; fix: deploy the environment's "
-                f"{context.names.stack_name('Fleets')} stack (it creates the group)"
+                f"{context.names.stack_name('Security')} stack (it creates the group)"
             ) from None
         raise
     return sorted(s["logStreamName"] for s in found)
@@ -84,17 +89,21 @@ def follow(
 ) -> Iterator[Line]:
     """Yield the job's lines as they arrive: all so far, then new ones every ``poll_s``; every
     ``check_every`` polls (and after the first read) ``still_running`` is asked; once it says no, one last
-    read ends it."""
-    seen: set[str] = set()
-    start_ms: int | None = None
+    read ends it. Each poll reads from ``LATE_EVENTS_MS`` before the newest event seen; an event older than
+    that when it arrives is left to ``job logs`` without ``--follow``."""
+    seen: dict[str, int] = {}  # event id -> timestamp, of the events still inside the window
+    newest_ms: int | None = None
     polls = 0
     finished = False
     while True:
+        start_ms = None if newest_ms is None else newest_ms - LATE_EVENTS_MS
+        if start_ms is not None:  # what falls before the window is never read again
+            seen = {event: ms for event, ms in seen.items() if ms >= start_ms}
         for line in read(context, job_id, start_ms):
             if line.event_id in seen:
-                continue  # the same millisecond is read again: startTime is inclusive
-            seen.add(line.event_id)
-            start_ms = max(start_ms or 0, line.timestamp_ms)
+                continue  # read again: the window overlaps the previous poll's
+            seen[line.event_id] = line.timestamp_ms
+            newest_ms = max(newest_ms or 0, line.timestamp_ms)
             yield line
         if finished:
             return

@@ -149,15 +149,23 @@ def rendezvous_endpoint(nodes: list[Node], port: int) -> str:
 
 
 def procs_per_node(nodes: list[Node]) -> int:
-    """The catalog's GPU count of the nodes' instance type; nodes of different types are refused, since torchrun
-    starts the same number of processes on every node."""
-    types = sorted({n.instance_type for n in nodes})
-    if len(types) != 1:
-        counts = ", ".join(f"{t}: {sum(n.instance_type == t for n in nodes)}" for t in types)
+    """The catalog's GPU count of the nodes' instance types. torchrun starts the same number of processes on
+    every node, so types of one GPU count mix (dev's g6.xlarge and g6.2xlarge, one L4 each) and nodes whose
+    types have different GPU counts are refused."""
+    gpus = {t: get_instance_type(t).gpu_count for t in sorted({n.instance_type for n in nodes})}
+    if len(set(gpus.values())) != 1:
+        counts = "; ".join(
+            f"{t}: {g} GPU{'' if g == 1 else 's'}, {_count(sum(n.instance_type == t for n in nodes), 'node')}"
+            for t, g in gpus.items()
+        )
         raise JobError(
-            f"the chosen nodes have different instance types ({counts}); torchrun runs the same number of "
-            "processes on every node; fix: keep one instance type in the fleet's instance_types (or replace "
-            "the odd nodes: aws autoscaling terminate-instance-in-auto-scaling-group)",
+            f"the chosen nodes' instance types have different GPU counts ({counts}); torchrun starts the same "
+            "number of processes on every node; fix: keep instance types of one GPU count in the fleet's "
+            "instance_types (or replace the odd nodes: aws autoscaling terminate-instance-in-auto-scaling-group)",
             code=1,
         )
-    return get_instance_type(types[0]).gpu_count
+    return next(iter(gpus.values()))
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"

@@ -187,11 +187,44 @@ def test_logs_follow_prints_new_lines_until_no_node_runs_the_job(
     assert len(polls) >= 2
 
 
+def test_logs_follow_reads_a_nodes_older_events_shipped_after_another_nodes_newer_ones(
+    aws, nodes: FakeNodes, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, (a, b) = deploy(aws, 2)
+    start(capsys, "bert")
+    aws.client("logs").create_log_group(logGroupName=JOBS_GROUP)
+    now = int(time.time() * 1000)
+    put(aws, f"bert/{a}", (now, "a: epoch 1"), (now + 9000, "a: epoch 2"))
+    polls: list[float] = []
+
+    def later(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 1:  # b's shipper was behind: its lines, older than a's last one, arrive now
+            put(aws, f"bert/{b}", (now + 3000, "b: epoch 1"), (now + 8000, "b: epoch 2"))
+        if len(polls) == 2:  # one more line of a, and a line of b older than the window, then the job ends
+            put(aws, f"bert/{a}", (now + 9000, "a: done"))
+            put(aws, f"bert/{b}", (now + 9000 - 61_000, "b: a line from before the window"))
+            for node in (a, b):
+                nodes.set_state(node, "bert", "inactive", "success", 0)
+
+    monkeypatch.setattr("ops.job.logs.time.sleep", later)
+    code, out, err = job(capsys, "logs", "bert", "--follow")
+
+    assert code == 0, err
+    assert [line.split(" ", 2)[2] for line in out.splitlines()] == [
+        "a: epoch 1",
+        "a: epoch 2",
+        "b: epoch 1",
+        "b: epoch 2",
+        "a: done",  # the same millisecond as a line already printed, yet a new event: printed once
+    ]  # the line that arrived more than LATE_EVENTS_MS behind the newest is left to `job logs` without --follow
+
+
 def test_logs_without_the_log_group_names_the_stack(aws, nodes, capsys) -> None:
     code, out, err = job(capsys, "logs", "bert")
     assert (code, out) == (2, "")
     assert err == (
-        f"log group {JOBS_GROUP} not found in us-east-1; fix: deploy the environment's staging-Fleets stack "
+        f"log group {JOBS_GROUP} not found in us-east-1; fix: deploy the environment's staging-Security stack "
         "(it creates the group)\n"
     )
 

@@ -143,12 +143,34 @@ def test_bad_input_is_one_line_before_anything_is_sent(aws, nodes, capsys, args:
     assert fleet.commands() == []
 
 
-def test_nodes_of_two_instance_types_are_refused(aws, nodes, capsys) -> None:
+@pytest.mark.parametrize(
+    ("first", "second", "procs"),
+    [
+        ("g6.xlarge", "g6.2xlarge", "1"),  # dev's training fleet: one L4 each (config/catalog/gpu_instances.csv)
+        ("p4d.24xlarge", "p4de.24xlarge", "8"),  # eight A100 each, 40 and 80 GiB
+    ],
+)
+def test_nodes_of_types_with_the_same_gpu_count_run_one_job(aws, nodes, capsys, first, second, procs) -> None:
+    fleet, _ = deploy(aws, 0)
+    pair = sorted([fleet.launch(first), fleet.launch(second)])
+    code, out, err = job_run(capsys, "--", "true")
+    assert code == 0, err
+    (command,) = fleet.commands()
+    assert sorted(command["InstanceIds"]) == pair
+    assert (parameters(command)["Nodes"], parameters(command)["ProcsPerNode"]) == ("2", procs)
+    assert {nodes.report(out.strip(), i)["state"] for i in pair} == {"active"}
+
+
+def test_nodes_whose_types_have_different_gpu_counts_are_refused(aws, nodes, capsys) -> None:
     fleet, _ = deploy(aws, 1)
-    fleet.launch("p4de.24xlarge")
-    code, _, err = job_run(capsys, "--", "true")
-    assert code == 1 and err.startswith(
-        "the chosen nodes have different instance types (p4d.24xlarge: 1, p4de.24xlarge: 1); "
+    fleet.launch("g5.12xlarge")
+    code, out, err = job_run(capsys, "--", "true")
+    assert (code, out) == (1, "")
+    assert err == (
+        "the chosen nodes' instance types have different GPU counts (g5.12xlarge: 4 GPUs, 1 node; p4d.24xlarge: "
+        "8 GPUs, 1 node); torchrun starts the same number of processes on every node; fix: keep instance types "
+        "of one GPU count in the fleet's instance_types (or replace the odd nodes: aws autoscaling "
+        "terminate-instance-in-auto-scaling-group)\n"
     )
     assert fleet.commands() == []
 
