@@ -213,3 +213,46 @@ def test_a_workdir_that_is_not_there_is_refused(job_node: JobNode) -> None:
     code, _, err = start(node, "nowhere", "python3 x.py", "--workdir", "/fsx/no/such/dir")
     assert code == 2 and "is not a directory on this node" in err
     assert node.systemd_calls() == []
+
+
+def lustre_mount_table(node: JobNode, *, lustre: bool) -> None:
+    """A mount table (PROC_MOUNTS) in which the test's /fsx is, or is not, the Lustre file system."""
+    table = node.path("/proc/mounts")
+    table.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["/dev/nvme0n1p1 / ext4 rw,relatime 0 0"]
+    if lustre:
+        lines.append(f"10.0.1.23@tcp:/abcdefgh {node.path('/fsx')} lustre rw,relatime,flock,lazystatfs 0 0")
+    table.write_text("\n".join(lines) + "\n")
+    node.extra_env["PROC_MOUNTS"] = str(table)
+
+
+def test_the_default_workdir_is_created_on_mounted_lustre(job_node: JobNode) -> None:
+    """`gpu-platform job run` without --workdir passes /fsx/jobs/<job>, which nothing has created yet."""
+    node = job_node
+    lustre_mount_table(node, lustre=True)
+    node.worker_env(steps=2, every=0, step_s=0.02)
+    code, _, err = start(
+        node, "fresh-1", f"python3 {node.path('/fsx/work/train_standin.py')}", "--workdir", "/fsx/jobs/fresh-1"
+    )
+    assert code == 0, err
+    node.wait_until_ended(UNIT.format("fresh-1"))
+    assert node.runner("status", "fresh-1")[1]["exit_code"] == 0
+    for folder in ("/fsx/jobs", "/fsx/jobs/fresh-1"):
+        assert node.path(folder).is_dir() and node.path(folder).stat().st_mode & 0o777 == 0o755, folder
+    starts = [r for r in node.records(node.worker_record) if r["event"] == "start"]
+    assert {r["cwd"] for r in starts} == {str(node.path("/fsx/jobs/fresh-1"))}  # the unit ran the job there
+
+
+def test_no_workdir_is_created_where_lustre_is_not_mounted(job_node: JobNode) -> None:
+    node = job_node
+    lustre_mount_table(node, lustre=False)  # /fsx is a plain folder of the root disk
+    code, _, err = start(node, "unmounted", "python3 x.py", "--workdir", "/fsx/jobs/unmounted")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "is not a directory on this node" in err and "is not a mounted Lustre file system" in err
+    assert not node.path("/fsx/jobs").exists() and node.systemd_calls() == []
+    # /fsx itself missing: refused too, whatever the mount table says.
+    lustre_mount_table(node, lustre=True)
+    node.extra_env["FSX_MOUNT_POINT"] = str(node.path("/no-fsx"))
+    code, _, err = start(node, "unmounted", "python3 x.py", "--workdir", "/fsx/jobs/unmounted")
+    assert code == 2 and "is not a mounted Lustre file system" in err, err
+    assert not node.path("/no-fsx").exists() and node.systemd_calls() == []

@@ -36,6 +36,7 @@ from jobs.supervisor import (
     now_iso,
 )
 from jobs.unit import job_unit, systemd_run_argv, torchrun_argv, unit_name
+from jobs.workdir import ensure_workdir
 
 # The job document's allowedPatterns: the runner checks the same, for a call that did not come through it.
 PATTERNS = {
@@ -118,8 +119,9 @@ def check_start(args: argparse.Namespace, settings: Settings) -> list[str]:
     if not command:
         raise BadInput("--command is empty: `start` needs the command to run")
     workdir = settings.on_node(args.workdir)
-    if not Path(workdir).is_dir():
-        raise BadInput(f"--workdir {args.workdir} is not a directory on this node ({workdir}; is Lustre mounted?)")
+    problem = ensure_workdir(workdir, settings.fsx_mount_point, settings.proc_mounts)
+    if problem:
+        raise BadInput(f"--workdir {args.workdir} is not a directory on this node ({workdir}) and {problem}")
     return command
 
 

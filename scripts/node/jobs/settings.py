@@ -35,6 +35,8 @@ class Settings:
     fsx_mount_point: str = "/fsx"
     """Where Lustre is mounted on this node (node.env's FSX_MOUNT_POINT): a job's ``/fsx/...`` working
     directory is that path under it."""
+    proc_mounts: str = "/proc/mounts"
+    """The mount table: a missing working directory is created only where Lustre is mounted."""
     job_state_dir: str = "/var/lib/gpu-platform/jobs"
     """The runner's record of each job: what to run, when it started, how it ended (root, 0700)."""
     job_log_dir: str = "/var/log/gpu-platform/jobs"
