@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.node.test_job_support import INSTANCE_ID, LOG_GROUP, JobNode
 from tests.node.test_job_support import job_node as job_node  # the fixture
+
+# isort: split
+from jobs import supervisor as supervisor_module
+from jobs.supervisor import JobOutput, Supervisor
 
 UNIT = "gpu-job-{}.service"
 
@@ -256,3 +265,88 @@ def test_no_workdir_is_created_where_lustre_is_not_mounted(job_node: JobNode) ->
     code, _, err = start(node, "unmounted", "python3 x.py", "--workdir", "/fsx/jobs/unmounted")
     assert code == 2 and "is not a mounted Lustre file system" in err, err
     assert not node.path("/no-fsx").exists() and node.systemd_calls() == []
+
+
+TORCHRUN_STANDIN = """
+import pathlib, signal, sys, time
+out = pathlib.Path(sys.argv[1])
+(out / "started").touch()
+def stop(_signum, _frame):
+    (out / "terminated").touch()
+    sys.exit(1)
+signal.signal(signal.SIGTERM, stop)
+time.sleep(10)
+(out / "finished").touch()
+"""
+
+
+@pytest.fixture
+def signal_handlers() -> Iterator[None]:
+    """The supervisor runs in this process (to time the signal exactly): its handlers are undone after."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def supervise_in_process(tmp_path: Path) -> tuple[int, float, str]:
+    """The real supervisor, torchrun a stand-in that runs 10 s unless stopped: (status, seconds, job log)."""
+    (tmp_path / "torchrun.py").write_text(TORCHRUN_STANDIN)
+    output = JobOutput(tmp_path / "job.log", None)
+    supervisor = Supervisor(
+        "early-stop",
+        [sys.executable, str(tmp_path / "torchrun.py"), str(tmp_path)],
+        workdir=str(tmp_path),
+        env=dict(os.environ),
+        pid_file=tmp_path / "early-stop.pid",
+        output=output,
+    )
+    started = time.monotonic()
+    try:
+        status = supervisor.run()
+    finally:
+        output.close()
+    return status, time.monotonic() - started, (tmp_path / "job.log").read_text()
+
+
+def test_a_stop_before_torchrun_is_started_starts_no_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signal_handlers: None
+) -> None:
+    """systemctl stop right after systemd-run: SIGTERM reaches the supervisor once its handlers are in place
+    (here: as soon as the last one is), before torchrun exists. The job must not start at all."""
+    install = signal.signal
+
+    def install_then_stop(signum: int, handler: object) -> object:
+        previous = install(signum, handler)  # type: ignore[arg-type]
+        if signum == signal.SIGINT:  # the supervisor's last handler
+            signal.raise_signal(signal.SIGTERM)
+        return previous
+
+    monkeypatch.setattr(supervisor_module.signal, "signal", install_then_stop)
+    status, seconds, log = supervise_in_process(tmp_path)
+    monkeypatch.undo()
+    assert status == 128 + signal.SIGTERM and seconds < 5
+    assert not (tmp_path / "started").exists()
+    assert "gpu-job: SIGTERM received before torchrun started\ngpu-job: the job is not started\n" in log
+    assert not (tmp_path / "early-stop.pid").exists()
+
+
+def test_a_stop_while_torchrun_is_being_started_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signal_handlers: None
+) -> None:
+    """SIGTERM while Popen runs (torchrun not yet known to the handler): torchrun is stopped once it is."""
+    real_popen = subprocess.Popen
+
+    def stop_then_popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        signal.raise_signal(signal.SIGTERM)
+        return real_popen(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(supervisor_module.subprocess, "Popen", stop_then_popen)
+    status, seconds, log = supervise_in_process(tmp_path)
+    monkeypatch.undo()
+    assert (tmp_path / "started").exists() or status == 128 + signal.SIGTERM  # stopped before its first line
+    assert not (tmp_path / "finished").exists() and seconds < 5
+    assert status in (1, 128 + signal.SIGTERM)
+    assert log.count("SIGTERM received: stopping torchrun") == 1  # passed on once
+    assert "the job is not started" not in log
+    assert not (tmp_path / "early-stop.pid").exists()
