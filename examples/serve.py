@@ -10,7 +10,10 @@
   each, up to 64 rows): 200 ``{"outputs": [[y, ...], ...], "model": ...}``; 400 on a bad body; 503 until
   ready.
 - SIGTERM (systemd's stop, the group's scale-in after deregistration) or SIGINT: stops taking
-  connections, finishes the requests in flight, exits 0.
+  connections, finishes the requests in flight (their answers say ``Connection: close``), closes the idle
+  keep-alive connections at once, exits 0.
+- Keep-alive: a connection idle for ``KEEP_ALIVE_TIMEOUT_S`` (65 s) is closed, longer than the load
+  balancer's idle timeout (60 s by default), so that the load balancer, not the server, closes idle ones.
 
 The HTTP side here is the standard library and has no torch in it; the model (``serve_model.TorchMlp``)
 is built at start from a fixed seed (nothing downloaded). To serve a real model, replace the whole
@@ -22,8 +25,10 @@ give it another object with the same ``load`` / ``example_input`` / ``predict`` 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
+import socket
 import sys
 import threading
 from http import HTTPStatus
@@ -33,6 +38,7 @@ from typing import Any, Protocol
 
 MAX_BODY_BYTES = 1 << 20
 MAX_BATCH = 64
+KEEP_ALIVE_TIMEOUT_S = 65.0
 
 
 class Model(Protocol):
@@ -84,8 +90,19 @@ def parse_inputs(body: bytes) -> list[list[float]]:
 class ModelServer:
     """The model behind ``GET <health_path>`` and ``POST /predict`` on a threading HTTP server."""
 
-    def __init__(self, model: Model, *, port: int, health_path: str = "/health", host: str = "0.0.0.0") -> None:  # noqa: S104 - the node's service port, reached through the load balancer
+    def __init__(
+        self,
+        model: Model,
+        *,
+        port: int,
+        health_path: str = "/health",
+        host: str = "0.0.0.0",  # noqa: S104 - the node's service port, reached through the load balancer
+        keep_alive_timeout_s: float = KEEP_ALIVE_TIMEOUT_S,
+    ) -> None:
         self.model = model
+        self.keep_alive_timeout_s = keep_alive_timeout_s
+        self._connections_lock = threading.Lock()
+        self._idle: set[socket.socket] = set()  # connections waiting for their next request
         self.health_path = health_path
         self.state = ModelState()
         self._predict_lock = threading.Lock()  # one forward pass at a time on the GPU
@@ -120,6 +137,25 @@ class ModelServer:
         self.exit_code = self.exit_code or code
         self._stopped.set()
 
+    @property
+    def stopping(self) -> bool:
+        return self._stopped.is_set()
+
+    def _mark(self, connection: socket.socket, *, idle: bool) -> None:
+        """A connection waits for a request (idle) or serves one; an idle one is closed once stopping."""
+        with self._connections_lock:
+            if not idle:
+                self._idle.discard(connection)
+                return
+            self._idle.add(connection)
+            if self.stopping:
+                _end_reading(connection)
+
+    def _close_idle(self) -> None:
+        with self._connections_lock:
+            for connection in self._idle:
+                _end_reading(connection)
+
     def serve(self) -> int:
         """Serve until ``stop``; returns the exit code (0, or 1 when the model failed)."""
         server = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
@@ -127,8 +163,9 @@ class ModelServer:
         log(f"listening on port {self.port}; {self.health_path} answers 503 until the model is ready")
         threading.Thread(target=self.load, daemon=True).start()
         self._stopped.wait()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.httpd.shutdown()  # no new connections
+        self._close_idle()  # kept-alive connections between requests: nothing to finish
+        self.httpd.server_close()  # waits for the requests in flight
         log(f"stopped (exit {self.exit_code})")
         return self.exit_code
 
@@ -137,12 +174,27 @@ class ModelServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = app.keep_alive_timeout_s  # a read waits that long at most (then the connection ends)
+
+            def handle_one_request(self) -> None:
+                app._mark(self.connection, idle=True)  # until the request line arrives
+                super().handle_one_request()
+
+            def parse_request(self) -> bool:
+                app._mark(self.connection, idle=False)
+                return super().parse_request()
+
+            def finish(self) -> None:
+                app._mark(self.connection, idle=False)
+                super().finish()
 
             def _reply(self, status: HTTPStatus, body: dict[str, Any]) -> None:
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if app.stopping:
+                    self.send_header("Connection", "close")  # the last answer on this connection
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -179,6 +231,12 @@ class ModelServer:
                 pass  # one line per request would drown the service log; the load balancer logs requests
 
         return Handler
+
+
+def _end_reading(connection: socket.socket) -> None:
+    """A blocked read of ``connection`` returns end-of-file; an answer can still be written."""
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RD)
 
 
 def install_stop_handlers(server: ModelServer) -> None:

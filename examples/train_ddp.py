@@ -68,25 +68,28 @@ def load_dataset(torch: Any, args: argparse.Namespace) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-    from torch.utils.data import DataLoader
-    from torch.utils.data.distributed import DistributedSampler
-
     job = checkpointing.job_id(default=args.job_id)
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    device = torch.device("cuda", local_rank)
-    dist.init_process_group("nccl")
 
-    # Install the handlers first, then register (outside the runner only: its supervisor owns the pid file).
+    # The handlers first, before `import torch` and the NCCL set-up (seconds on a GPU node): a checkpoint
+    # request or a stop in that time is kept for the first step, not the default action (end the process).
+    # Then register (outside the runner only: its supervisor owns the pid file).
     requests = checkpointing.CheckpointRequests(args.checkpoint_every)
     stop_asked = []
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop_asked.append(True))
     pid_file = checkpointing.PidFile(job)
     if local_rank == 0:
         pid_file.register()
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+    torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank)
+    dist.init_process_group("nccl")
 
     dataset = load_dataset(torch, args)
     features = dataset.tensors[0].shape[1]

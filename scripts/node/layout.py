@@ -110,6 +110,14 @@ GPU_SERVICE_DROP_IN = f"{GPU_SERVICE_UNIT}.d/50-service.conf"
 SERVICE_LOG = "/var/log/gpu-platform/service.log"
 """The service's stdout and stderr (gpu-service.service's StandardOutput=append:), shipped by the agent."""
 
+WORKLOAD_VENV = "/opt/gpu-platform/venv"
+"""The golden AMI's PyTorch virtual environment (scripts/image/components/pytorch.yaml): torch lives only here."""
+
+WORKLOAD_PATH = f"{WORKLOAD_VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""PATH of what runs the user's code (a training job's unit, gpu-service.service): the venv first, so that
+``python3`` in a command is the venv's and finds torch. gpu-service.service spells it out (a test keeps it
+in step)."""
+
 EXAMPLES_DIR = "/opt/gpu-platform/examples"
 """The repository's examples/ (serve.py, train_ddp.py), unpacked there by the user data from their own zip."""
 

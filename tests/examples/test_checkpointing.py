@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 import os
 import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,46 @@ def test_the_example_reads_lustre_and_uses_the_contract_calls() -> None:
         "prune",
     }
     assert all(hasattr(ckpt, name) for name in called)
+
+
+FAKE_TORCH = """
+import os, pathlib, sys, time
+here = pathlib.Path(os.environ["FAKE_TORCH_DIR"])
+(here / "importing").touch()
+deadline = time.monotonic() + 30
+while not (here / "release").exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+(here / "survived").touch()
+os._exit(0)  # the rest of the job needs the real torch and GPUs
+"""
+
+
+def test_a_signal_while_torch_is_imported_does_not_kill_the_worker(tmp_path: Path) -> None:
+    """``import torch`` and the NCCL set-up take seconds on a GPU node; a checkpoint request (SIGUSR1) or a
+    stop (SIGTERM) in that time must find the handlers installed, not the default action (end the process)."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch/__init__.py").write_text(FAKE_TORCH)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path),
+        "FAKE_TORCH_DIR": str(tmp_path),
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "GPU_PLATFORM_JOB_ID": "early-signal",
+        "GPU_PLATFORM_JOB_SUPERVISED": "1",
+    }
+    worker = subprocess.Popen([sys.executable, str(EXAMPLES / "train_ddp.py"), "--steps", "1"], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "importing").exists():
+            assert worker.poll() is None and time.monotonic() < deadline, "the example never imported torch"
+            time.sleep(0.02)
+        worker.send_signal(signal.SIGUSR1)  # the checkpoint hook
+        worker.send_signal(signal.SIGTERM)  # a stop
+        time.sleep(0.3)
+        (tmp_path / "release").touch()
+        assert worker.wait(timeout=30) == 0
+        assert (tmp_path / "survived").exists()
+    finally:
+        worker.kill()
+        worker.wait()

@@ -136,6 +136,74 @@ def test_sigterm_stops_the_server_cleanly_with_exit_0() -> None:
         process.wait()
 
 
+def test_sigterm_with_an_idle_keep_alive_connection_open_exits_at_once() -> None:
+    """The load balancer keeps connections to its targets open between requests (HTTP/1.1 keep-alive). A
+    stop must not wait for such an idle connection: exit 0 within seconds, not at systemd's SIGKILL."""
+    process, port = start_standin("--mode", "ready", "--health-path", "/health")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        until(lambda: request(port, "GET", "/health")[0] == 200)
+        conn.request("GET", "/health")  # one request, then the connection stays open and idle
+        response = conn.getresponse()
+        assert (response.status, response.getheader("Connection")) == (200, None)  # kept alive
+        response.read()
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert time.monotonic() - started < 5
+        output = process.stdout.read() if process.stdout else ""
+        assert "stopped (exit 0)" in output
+    finally:
+        conn.close()
+        process.kill()
+        process.wait()
+
+
+def test_a_request_in_flight_at_sigterm_is_answered(running: Running) -> None:
+    """A stop closes idle connections only: a predict being computed still gets its answer."""
+    running.model.gate.set()
+    until(lambda: running.server.state.snapshot()[0] == "ready")
+    slow = threading.Event()
+    original = running.model.predict
+
+    def predict(inputs: list[list[float]]) -> list[list[float]]:
+        slow.set()
+        time.sleep(0.5)
+        return original(inputs)
+
+    running.model.predict = predict  # type: ignore[method-assign]
+    answer: list[tuple[int, dict]] = []
+    client = threading.Thread(
+        target=lambda: answer.append(request(running.server.port, "POST", "/predict", {"inputs": [[2, 3]]}))
+    )
+    client.start()
+    assert slow.wait(5)
+    running.server.stop()
+    client.join(5)
+    running.thread.join(5)
+    assert answer == [(200, {"outputs": [[5.0, 6.0]], "model": "tiny-sum-product"})]
+    assert running.result == [0]
+
+
+def test_an_idle_connection_is_closed_after_the_keep_alive_timeout() -> None:
+    """Longer than the load balancer's idle timeout (60 s), so the balancer closes first; never forever."""
+    assert serve.KEEP_ALIVE_TIMEOUT_S > 60
+    server = serve.ModelServer(TinyModel("ready"), port=0, host="127.0.0.1", keep_alive_timeout_s=0.5)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        until(lambda: server.state.snapshot()[0] == "ready")
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("GET", "/health")
+        conn.getresponse().read()
+        conn.sock.settimeout(5)
+        assert conn.sock.recv(1) == b""  # the server closed the idle connection
+        conn.close()
+    finally:
+        server.stop()
+        thread.join(5)
+
+
 def test_a_crashing_model_exits_1_on_its_own() -> None:
     process, _ = start_standin("--mode", "crash")
     try:

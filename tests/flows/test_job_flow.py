@@ -95,6 +95,7 @@ def run_document(cluster: Cluster, node: JobNode, name: str, parameters: dict[st
         "FAKE_SYSTEMD_STATE": str(node.state_file),
         **node.settings_env(),
         **node.logs_env(),
+        **node.extra_env,
         **{f"SSM_{key}": value for key, value in values.items()},
     }
     done = subprocess.run(["bash", "-c", script.replace(INSTALL_PREFIX, str(NODE_DIR))], env=env, cwd=node.root,

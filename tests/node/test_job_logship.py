@@ -134,3 +134,48 @@ def test_a_stream_deleted_meanwhile_is_created_again(logs: Recording) -> None:
     ship.put("after")
     assert ship.close(timeout_s=30)
     assert shipped(logs) == ["after"]
+
+
+def test_lines_queued_while_a_batch_is_being_sent_are_not_lost_when_the_queue_overflows(logs: Recording) -> None:
+    """The job writes while PutLogEvents is on the wire; the queue overflows and drops its oldest entries,
+    the very ones being sent. The entries after them were never sent and must stay queued."""
+    notes: list[str] = []
+    ship = shipper(logs, notes, max_queued=10)
+    for i in range(10):
+        ship.put(f"a{i}")
+    send = logs.put_log_events
+
+    def put_during_send(**kwargs: Any) -> Any:
+        if not logs.batches:  # the first batch (a0..a9) is on the wire: the job writes 5 more lines
+            for i in range(5):
+                ship.put(f"b{i}")
+        return send(**kwargs)
+
+    logs.put_log_events = put_during_send  # type: ignore[method-assign]
+    ship.start()
+    assert ship.close(timeout_s=30)
+    assert shipped(logs) == [f"a{i}" for i in range(10)] + [f"b{i}" for i in range(5)]
+    assert [len(batch) for batch in logs.batches] == [10, 5]
+    assert ship.sent == 15 and ship.dropped == 0
+    assert notes == []  # the entries dropped from the queue had been sent: nothing was lost
+
+
+def test_an_overflow_while_a_batch_fails_counts_what_was_really_lost(logs: Recording) -> None:
+    notes: list[str] = []
+    ship = shipper(logs, notes, max_queued=10)
+    for i in range(10):
+        ship.put(f"a{i}")
+    send = logs.put_log_events
+
+    def fail_with_overflow(**kwargs: Any) -> Any:
+        if not logs.batches and logs.fail_next == 0 and not notes:
+            for i in range(5):
+                ship.put(f"b{i}")  # a0..a4 dropped while their batch is on the wire ...
+            logs.fail_next = 1  # ... and that batch fails
+        return send(**kwargs)
+
+    logs.put_log_events = fail_with_overflow  # type: ignore[method-assign]
+    ship.start()
+    assert ship.close(timeout_s=30)
+    assert shipped(logs) == [f"a{i}" for i in range(5, 10)] + [f"b{i}" for i in range(5)]
+    assert "5 lines of this job were not shipped" in " ".join(notes)

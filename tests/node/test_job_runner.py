@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.node.test_job_support import INSTANCE_ID, LOG_GROUP, JobNode
 from tests.node.test_job_support import job_node as job_node  # the fixture
+
+# isort: split
+from jobs import supervisor as supervisor_module
+from jobs.supervisor import JobOutput, Supervisor
 
 UNIT = "gpu-job-{}.service"
 
@@ -208,21 +217,137 @@ def test_status_of_an_unknown_job_and_bad_input(job_node: JobNode) -> None:
         assert message in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_a_missing_workdir_is_made_on_lustre_and_refused_without_it(job_node: JobNode) -> None:
+def test_a_workdir_that_is_not_there_is_refused(job_node: JobNode) -> None:
     node = job_node
-    node.worker_env(steps=1, every=0, step_s=0.01)
-    # gpu-platform job run's default, /fsx/jobs/<job>, does not exist before the job: the runner makes it.
-    code, _, err = start(node, "fresh", f"python3 {node.path('/fsx/work/train_standin.py')}", "--workdir",
-                         "/fsx/jobs/fresh")  # fmt: skip
-    assert code == 0, err
-    node.wait_until_ended(UNIT.format("fresh"))
-    assert [r["cwd"] for r in node.records(node.worker_record) if r["event"] == "start"] == [
-        str(node.path("/fsx/jobs/fresh"))
-    ] * 2
-    # Without the Lustre mount point nothing is made (it would land on the root volume) and nothing starts.
-    node.extra_env["FSX_MOUNT_POINT"] = str(node.path("/mnt/not-mounted"))
-    calls = len(node.systemd_calls())
+    lustre_mount_table(node, lustre=False)
     code, _, err = start(node, "nowhere", "python3 x.py", "--workdir", "/fsx/no/such/dir")
-    assert code == 2 and "is not a directory on this node (is Lustre mounted?)" in err
-    assert not node.path("/mnt/not-mounted").exists()
-    assert len(node.systemd_calls()) == calls
+    assert code == 2 and "is not a directory on this node" in err
+    assert node.systemd_calls() == []
+
+
+def lustre_mount_table(node: JobNode, *, lustre: bool) -> None:
+    """A mount table (PROC_MOUNTS) in which the test's /fsx is, or is not, the Lustre file system."""
+    table = node.path("/proc/mounts")
+    table.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["/dev/nvme0n1p1 / ext4 rw,relatime 0 0"]
+    if lustre:
+        lines.append(f"10.0.1.23@tcp:/abcdefgh {node.path('/fsx')} lustre rw,relatime,flock,lazystatfs 0 0")
+    table.write_text("\n".join(lines) + "\n")
+    node.extra_env["PROC_MOUNTS"] = str(table)
+
+
+def test_the_default_workdir_is_created_on_mounted_lustre(job_node: JobNode) -> None:
+    """`gpu-platform job run` without --workdir passes /fsx/jobs/<job>, which nothing has created yet."""
+    node = job_node
+    lustre_mount_table(node, lustre=True)
+    node.worker_env(steps=2, every=0, step_s=0.02)
+    code, _, err = start(
+        node, "fresh-1", f"python3 {node.path('/fsx/work/train_standin.py')}", "--workdir", "/fsx/jobs/fresh-1"
+    )
+    assert code == 0, err
+    node.wait_until_ended(UNIT.format("fresh-1"))
+    assert node.runner("status", "fresh-1")[1]["exit_code"] == 0
+    for folder in ("/fsx/jobs", "/fsx/jobs/fresh-1"):
+        assert node.path(folder).is_dir() and node.path(folder).stat().st_mode & 0o777 == 0o755, folder
+    starts = [r for r in node.records(node.worker_record) if r["event"] == "start"]
+    assert {r["cwd"] for r in starts} == {str(node.path("/fsx/jobs/fresh-1"))}  # the unit ran the job there
+
+
+def test_no_workdir_is_created_where_lustre_is_not_mounted(job_node: JobNode) -> None:
+    node = job_node
+    lustre_mount_table(node, lustre=False)  # /fsx is a plain folder of the root disk
+    code, _, err = start(node, "unmounted", "python3 x.py", "--workdir", "/fsx/jobs/unmounted")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "is not a directory on this node" in err and "is not a mounted Lustre file system" in err
+    assert not node.path("/fsx/jobs").exists() and node.systemd_calls() == []
+    # /fsx itself missing: refused too, whatever the mount table says.
+    lustre_mount_table(node, lustre=True)
+    node.extra_env["FSX_MOUNT_POINT"] = str(node.path("/no-fsx"))
+    code, _, err = start(node, "unmounted", "python3 x.py", "--workdir", "/fsx/jobs/unmounted")
+    assert code == 2 and "is not a mounted Lustre file system" in err, err
+    assert not node.path("/no-fsx").exists() and node.systemd_calls() == []
+
+
+TORCHRUN_STANDIN = """
+import pathlib, signal, sys, time
+out = pathlib.Path(sys.argv[1])
+(out / "started").touch()
+def stop(_signum, _frame):
+    (out / "terminated").touch()
+    sys.exit(1)
+signal.signal(signal.SIGTERM, stop)
+time.sleep(10)
+(out / "finished").touch()
+"""
+
+
+@pytest.fixture
+def signal_handlers() -> Iterator[None]:
+    """The supervisor runs in this process (to time the signal exactly): its handlers are undone after."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def supervise_in_process(tmp_path: Path) -> tuple[int, float, str]:
+    """The real supervisor, torchrun a stand-in that runs 10 s unless stopped: (status, seconds, job log)."""
+    (tmp_path / "torchrun.py").write_text(TORCHRUN_STANDIN)
+    output = JobOutput(tmp_path / "job.log", None)
+    supervisor = Supervisor(
+        "early-stop",
+        [sys.executable, str(tmp_path / "torchrun.py"), str(tmp_path)],
+        workdir=str(tmp_path),
+        env=dict(os.environ),
+        pid_file=tmp_path / "early-stop.pid",
+        output=output,
+    )
+    started = time.monotonic()
+    try:
+        status = supervisor.run()
+    finally:
+        output.close()
+    return status, time.monotonic() - started, (tmp_path / "job.log").read_text()
+
+
+def test_a_stop_before_torchrun_is_started_starts_no_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signal_handlers: None
+) -> None:
+    """systemctl stop right after systemd-run: SIGTERM reaches the supervisor once its handlers are in place
+    (here: as soon as the last one is), before torchrun exists. The job must not start at all."""
+    install = signal.signal
+
+    def install_then_stop(signum: int, handler: object) -> object:
+        previous = install(signum, handler)  # type: ignore[arg-type]
+        if signum == signal.SIGINT:  # the supervisor's last handler
+            signal.raise_signal(signal.SIGTERM)
+        return previous
+
+    monkeypatch.setattr(supervisor_module.signal, "signal", install_then_stop)
+    status, seconds, log = supervise_in_process(tmp_path)
+    monkeypatch.undo()
+    assert status == 128 + signal.SIGTERM and seconds < 5
+    assert not (tmp_path / "started").exists()
+    assert "gpu-job: SIGTERM received before torchrun started\ngpu-job: the job is not started\n" in log
+    assert not (tmp_path / "early-stop.pid").exists()
+
+
+def test_a_stop_while_torchrun_is_being_started_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signal_handlers: None
+) -> None:
+    """SIGTERM while Popen runs (torchrun not yet known to the handler): torchrun is stopped once it is."""
+    real_popen = subprocess.Popen
+
+    def stop_then_popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        signal.raise_signal(signal.SIGTERM)
+        return real_popen(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(supervisor_module.subprocess, "Popen", stop_then_popen)
+    status, seconds, log = supervise_in_process(tmp_path)
+    monkeypatch.undo()
+    assert (tmp_path / "started").exists() or status == 128 + signal.SIGTERM  # stopped before its first line
+    assert not (tmp_path / "finished").exists() and seconds < 5
+    assert status in (1, 128 + signal.SIGTERM)
+    assert log.count("SIGTERM received: stopping torchrun") == 1  # passed on once
+    assert "the job is not started" not in log
+    assert not (tmp_path / "early-stop.pid").exists()

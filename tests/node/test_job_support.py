@@ -348,7 +348,14 @@ def job_node_on(root: Path, imds: FakeImds, logs: FakeLogs) -> JobNode:
     )
     (root / "etc/gpu-platform/efa-node.env").write_text("FI_PROVIDER=efa\nFI_EFA_USE_DEVICE_RDMA=1\nNCCL_DEBUG=WARN\n")
     write_worker(root / "fsx/work")
-    return JobNode(root, imds, logs, bin_dir)
+    node = JobNode(root, imds, logs, bin_dir)
+    # As on a node in service: Lustre mounted at FSX_MOUNT_POINT (the runner makes a missing workdir only there).
+    (root / "proc").mkdir()
+    (root / "proc/mounts").write_text(
+        f"/dev/nvme0n1p1 / ext4 rw,relatime 0 0\n10.0.1.23@tcp:/abcdefgh {root / 'fsx'} lustre rw,flock 0 0\n"
+    )
+    node.extra_env["PROC_MOUNTS"] = str(root / "proc/mounts")
+    return node
 
 
 def kill_units(node: JobNode) -> None:

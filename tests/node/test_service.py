@@ -190,6 +190,38 @@ def test_a_command_replaces_the_launcher_split_like_a_shell_without_one(tmp_path
     assert json.loads(out.read_text()) == [[str(out), "two words", "$HOME;rm"], None, "8080"]
 
 
+def unit_environment(path: Path) -> dict[str, str]:
+    """The Environment= of a unit file, as systemd hands it to ExecStart."""
+    return dict(value.split("=", 1) for value in read_unit(path)["Service"]["Environment"])
+
+
+def test_python3_in_the_command_is_the_pytorch_venvs(tmp_path: Path) -> None:
+    """dev's command (``python3 /opt/gpu-platform/examples/serve.py``) under the unit's environment: the
+    launcher finds ``python3`` in the golden AMI's venv, which has torch, not in /usr/bin."""
+    env = unit_environment(UNIT_DIR / unit.UNIT)
+    assert env["PATH"] == layout.WORKLOAD_PATH  # the PATH of a training job's unit too
+    assert env["PATH"].split(":")[0] == f"{layout.WORKLOAD_VENV}/bin"
+    venv_bin = tmp_path / "venv/bin"  # the venv, moved into the test folder
+    venv_bin.mkdir(parents=True)
+    out = tmp_path / "ran.json"
+    (venv_bin / "python3").write_text(
+        f"#!{sys.executable}\nimport json, sys\njson.dump([sys.argv[0], sys.argv[1:]], open({str(out)!r}, 'w'))\n"
+    )
+    (venv_bin / "python3").chmod(0o755)
+    config = str(write(tmp_path, COMMAND | {"command": "python3 /opt/gpu-platform/examples/serve.py --port 8080"}))
+    path = env["PATH"].replace(f"{layout.WORKLOAD_VENV}/bin", str(venv_bin))
+    done = subprocess.run(
+        [sys.executable, "-m", "serving.launch", "run", "--config", config],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**env, "PATH": path, "PYTHONPATH": str(NODE_DIR), "PORT": "8080"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text()) == [
+        str(venv_bin / "python3"),
+        ["/opt/gpu-platform/examples/serve.py", "--port", "8080"],
+    ]
+
+
 def test_a_command_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
     config = str(write(tmp_path, COMMAND | {"command": "/nonexistent/server --port 8080"}))
     done = node_module("serving.launch", "run", "--config", config)

@@ -157,8 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - needs 
         os.environ["NCCL_DEBUG"] = "INFO"
         os.environ["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
 
-    import torch  # type: ignore[import-not-found]  # on the AMI (image pipeline), not in this repository's venv
-    import torch.distributed as dist  # type: ignore[import-not-found]
+    import torch  # on the AMI (image pipeline), not in this repository's venv
+    import torch.distributed as dist
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local_rank)

@@ -7,7 +7,9 @@ at most 10,000 events and 1,048,576 bytes per batch (each event's UTF-8 message 
 chronological order, one batch within 24 hours; an event over 256 KB is cut. A failed call is retried with
 a growing pause (up to ``max_backoff_s``), the batch kept; CloudWatch unreachable for long only makes the
 queue grow up to ``max_queued`` events, beyond which the oldest are dropped from the queue (they are in the
-local file) and the count is reported once the stream is reachable again.
+local file) and the count is reported once the stream is reachable again. Each queued event carries a
+sequence number: the job may write (and the queue drop its oldest entries) while a batch is on the wire, so
+a sent batch removes the entries up to its last number, never a count of entries.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ class LogShipper:
         self.max_queued = max_queued
         self._note = note
         self._clock = clock
-        self._queue: deque[dict[str, Any]] = deque()
+        self._queue: deque[tuple[int, dict[str, Any]]] = deque()
+        self._next_seq = 0
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -82,7 +85,8 @@ class LogShipper:
             # Chronological order, even when the clock steps back (NTP).
             now_ms = max(int(self._clock() * 1000), self._last_ms)
             self._last_ms = now_ms
-            self._queue.append({"timestamp": now_ms, "message": cut(line) or " "})
+            self._queue.append((self._next_seq, {"timestamp": now_ms, "message": cut(line) or " "}))
+            self._next_seq += 1
             while len(self._queue) > self.max_queued:
                 self._queue.popleft()
                 self.dropped += 1
@@ -106,12 +110,14 @@ class LogShipper:
 
     # -- sender side ---------------------------------------------------------------------------
 
-    def _batch(self) -> list[dict[str, Any]]:
-        """The longest front of the queue that one PutLogEvents accepts (not removed from the queue)."""
+    def _batch(self) -> tuple[list[dict[str, Any]], int]:
+        """The longest front of the queue that one PutLogEvents accepts (not removed from the queue), and the
+        sequence number of its last event."""
         batch: list[dict[str, Any]] = []
         size = 0
+        last_seq = -1
         with self._lock:
-            for event in self._queue:
+            for seq, event in self._queue:
                 event_size = len(event["message"].encode()) + EVENT_OVERHEAD_BYTES
                 if batch and (
                     len(batch) >= MAX_BATCH_EVENTS
@@ -121,7 +127,8 @@ class LogShipper:
                     break
                 batch.append(event)
                 size += event_size
-        return batch
+                last_seq = seq
+        return batch, last_seq
 
     def _client_or_none(self) -> Any:
         if self._client is None:
@@ -153,13 +160,18 @@ class LogShipper:
 
     def _flush_once(self) -> bool:
         """Send one batch; True when the queue is empty afterwards or nothing could be sent."""
-        batch = self._batch()
+        batch, last_seq = self._batch()
         if not batch:
             return True
         self._send(batch)
         with self._lock:
-            for _ in batch:
+            still_queued = 0
+            while self._queue and self._queue[0][0] <= last_seq:
                 self._queue.popleft()
+                still_queued += 1
+            # The rest of the batch was dropped from the queue by put() while on the wire, and counted as
+            # lost; it was sent after all.
+            self.dropped -= len(batch) - still_queued
             self.sent += len(batch)
             dropped, self.dropped = self.dropped, 0
             empty = not self._queue

@@ -36,6 +36,7 @@ from jobs.supervisor import (
     now_iso,
 )
 from jobs.unit import job_unit, systemd_run_argv, torchrun_argv, unit_name
+from jobs.workdir import ensure_workdir
 
 # The job document's allowedPatterns: the runner checks the same, for a call that did not come through it.
 PATTERNS = {
@@ -117,16 +118,10 @@ def check_start(args: argparse.Namespace, settings: Settings) -> list[str]:
         raise BadInput(f"--command cannot be split into words ({err}); it is shlex.join(argv)") from err
     if not command:
         raise BadInput("--command is empty: `start` needs the command to run")
-    workdir = Path(settings.on_node(args.workdir))
-    if not Path(settings.fsx_mount_point).is_dir():
-        raise BadInput(
-            f"--workdir {args.workdir}: {settings.fsx_mount_point} is not a directory on this node (is Lustre mounted?)"
-        )
-    # The operator's default working directory (/fsx/jobs/<job>) is new with each job: made here, on Lustre.
-    try:
-        workdir.mkdir(mode=0o755, parents=True, exist_ok=True)
-    except OSError as err:
-        raise BadInput(f"--workdir {args.workdir}: cannot make {workdir} ({err.strerror})") from err
+    workdir = settings.on_node(args.workdir)
+    problem = ensure_workdir(workdir, settings.fsx_mount_point, settings.proc_mounts)
+    if problem:
+        raise BadInput(f"--workdir {args.workdir} is not a directory on this node ({workdir}) and {problem}")
     return command
 
 

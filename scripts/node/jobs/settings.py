@@ -7,13 +7,15 @@ import os
 import re
 from dataclasses import asdict, dataclass, fields
 
+from layout import WORKLOAD_PATH, WORKLOAD_VENV
+
 JOB_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 """The checkpoint contract's job name (and the job document's JobId pattern)."""
 
 UNIT_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
 """Paths written into a unit: no spaces, quotes, ``$`` or ``%`` that systemd would interpret."""
 
-DEFAULT_JOB_PATH = "/opt/gpu-platform/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DEFAULT_JOB_PATH = WORKLOAD_PATH
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class Settings:
     """The node scripts (PYTHONPATH of the supervisor)."""
     python: str = "/usr/bin/python3"
     """The interpreter of the supervisor (the node scripts' runtime, with boto3)."""
-    torchrun: str = "/opt/gpu-platform/venv/bin/torchrun"
+    torchrun: str = f"{WORKLOAD_VENV}/bin/torchrun"
     """torchrun of the golden AMI's PyTorch venv; a bare name is looked up on the job's PATH."""
     job_path: str = DEFAULT_JOB_PATH
     """PATH of the job: the venv first, so that ``python3`` in a command is the venv's."""
@@ -33,6 +35,8 @@ class Settings:
     fsx_mount_point: str = "/fsx"
     """Where Lustre is mounted on this node (node.env's FSX_MOUNT_POINT): a job's ``/fsx/...`` working
     directory is that path under it."""
+    proc_mounts: str = "/proc/mounts"
+    """The mount table: a missing working directory is created only where Lustre is mounted."""
     job_state_dir: str = "/var/lib/gpu-platform/jobs"
     """The runner's record of each job: what to run, when it started, how it ended (root, 0700)."""
     job_log_dir: str = "/var/log/gpu-platform/jobs"

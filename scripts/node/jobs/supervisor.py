@@ -5,7 +5,9 @@ on to the training processes, keeps the job's output, and exits with torchrun's 
   written (temporary file, then rename) once its SIGUSR1 handler is installed, removed at the end.
 - **SIGUSR1** (from the checkpoint hook) goes to torchrun's children, the training workers, never to torchrun
   itself: torchrun does not handle SIGUSR1, whose default action would end it and with it the job.
-- **SIGTERM / SIGINT** (``systemctl stop``, a shutdown) go to torchrun, which stops its workers.
+- **SIGTERM / SIGINT** (``systemctl stop``, a shutdown) go to torchrun, which stops its workers. One that
+  arrives before torchrun is started means the job does not start (exit 128 + the signal); one that arrives
+  while it is being started stops it as soon as it runs.
 - **Output**: torchrun's stdout and stderr, line by line, to ``<JOB_LOG_DIR>/<job>.log`` first, then to the
   CloudWatch Logs stream ``<job>/<instance-id>`` of ``/gpu-platform/<env>/jobs`` (logship.LogShipper).
 """
@@ -109,6 +111,11 @@ class Supervisor:
         self.output = output
         self.on_started = on_started
         self.torchrun: subprocess.Popen[bytes] | None = None
+        self._stop_signal: int | None = None
+        """The first SIGTERM / SIGINT, whenever it came (even before torchrun existed)."""
+        self._stop_sent = threading.Lock()
+        """Taken by whoever passes the stop on to torchrun (the handler, or the start just after Popen):
+        once. A non-blocking acquire is one step that a signal handler cannot run in the middle of."""
         # Signal handlers only queue their lines (SimpleQueue.put is safe in a handler); a thread writes them.
         self._said: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._relay = threading.Thread(target=self._write_said, name="supervisor-lines", daemon=True)
@@ -133,10 +140,31 @@ class Supervisor:
         self.say(f"SIGUSR1 received: passed on to the workers {workers or '(none started yet)'}")
 
     def _stop(self, signum: int, _frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        if self.torchrun is not None and self.torchrun.poll() is None:
-            self.say(f"{name} received: stopping torchrun (pid {self.torchrun.pid})")
-            self.torchrun.send_signal(signal.SIGTERM)
+        self._stop_signal = self._stop_signal or signum
+        if self.torchrun is None:
+            self.say(f"{signal.Signals(signum).name} received before torchrun started")
+        self._pass_stop_on()
+
+    def _pass_stop_on(self) -> None:
+        torchrun = self.torchrun
+        if self._stop_signal is None or torchrun is None or torchrun.poll() is not None:
+            return
+        if self._stop_sent.acquire(blocking=False):
+            self.say(f"{signal.Signals(self._stop_signal).name} received: stopping torchrun (pid {torchrun.pid})")
+            torchrun.send_signal(signal.SIGTERM)
+
+    def _start_torchrun(self) -> subprocess.Popen[bytes]:
+        torchrun = subprocess.Popen(
+            self.argv,
+            cwd=self.workdir,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        self.torchrun = torchrun
+        self._pass_stop_on()  # a stop that came while Popen ran found no torchrun to signal
+        return torchrun
 
     # -- run -----------------------------------------------------------------------------------
 
@@ -152,26 +180,22 @@ class Supervisor:
         signal.signal(signal.SIGUSR1, self._checkpoint_request)
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
+        if self._stop_signal is not None:
+            self.say("the job is not started")
+            return 128 + self._stop_signal
         self.say(f"starting job {self.job} in {self.workdir}: {' '.join(self.argv)}")
         try:
-            self.torchrun = subprocess.Popen(
-                self.argv,
-                cwd=self.workdir,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-            )
+            torchrun = self._start_torchrun()
         except OSError as err:
             self.say(f"cannot start {self.argv[0]}: {err}")
             return 127
         write_pid_file(self.pid_file)
         self.on_started()
         try:
-            assert self.torchrun.stdout is not None
-            for raw in self.torchrun.stdout:
+            assert torchrun.stdout is not None
+            for raw in torchrun.stdout:
                 self.output.line(raw.decode("utf-8", errors="replace"))
-            returncode = self.torchrun.wait()
+            returncode = torchrun.wait()
         finally:
             self.pid_file.unlink(missing_ok=True)
         status = returncode if returncode >= 0 else 128 - returncode
