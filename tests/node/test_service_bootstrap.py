@@ -82,6 +82,7 @@ def answer_after_failure(result: Result) -> str:
     return line
 
 
+@pytest.mark.slow  # waits out an 8 s start timeout
 def test_a_service_that_answers_503_until_the_timeout_abandons(served: Node) -> None:
     port = serve(served, mode="never", timeout=8)  # the stand-in listens within seconds, even on a busy machine
     result = served.run()
