@@ -72,6 +72,8 @@ class FleetStack(PlatformStack):
             scope, construct_id, env=env, stateful=False, description=f"GPU platform {env.name}: GPU fleets"
         )
         names = ResourceNames.of(env)
+        config_dir = self.node.try_get_context("config_dir")  # as app.py reads it; checked before any fleet
+        trust = fabric_check_trust(env, Path(config_dir) if config_dir else CONFIG_DIR)
         scripts = publish_node_scripts(self, node_role=node_role)
         if sorted(node_log_groups) != sorted(NODE_LOGS):
             raise ValueError(f"node log groups {sorted(node_log_groups)} do not match NODE_LOGS {sorted(NODE_LOGS)}")
@@ -162,8 +164,6 @@ class FleetStack(PlatformStack):
                 max_restarts=jobs.max_restarts,
             ).document
         # The role the pipeline's fabric check assumes, where config/pipeline/pipeline.yaml asks for it.
-        config_dir = self.node.try_get_context("config_dir")
-        trust = fabric_check_trust(env, Path(config_dir) if config_dir else CONFIG_DIR)
         self.fabric_check_role = (
             None
             if trust is None
