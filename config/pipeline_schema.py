@@ -10,14 +10,16 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
 from config.base import Strict
+from config.fleets import FleetRole
 from config.loader import CONFIG_DIR, ConfigError, available_environments, display_path, read_mapping, validate_model
-from config.schema import AccountId, Region
+from config.schema import AccountId, Environment, Region
 
 #: Where the pipeline's file lies, relative to the config folder.
 PIPELINE_FILE = Path("pipeline") / "pipeline.yaml"
@@ -43,6 +45,9 @@ class Pipeline(Strict):
     branch: str
     promotion: Annotated[list[str], Field(min_length=1)]
     manual_approval: list[str] = Field(default_factory=list)
+    #: Environments of ``promotion`` whose post-deploy check also runs the fabric check on their training fleets
+    #: (``gpu-platform job fabric-test``, through the role ``gpu-platform-<env>-fabric-check`` of that environment).
+    fabric_check: list[str] = Field(default_factory=list)
     tags: dict[str, str]
 
     @field_validator("connection_arn")
@@ -93,11 +98,10 @@ class Pipeline(Strict):
                     "fix: list each environment once"
                 )
             seen.setdefault(name, i)
-        for i, name in enumerate(self.manual_approval):
-            if name not in seen:
-                problems.append(
-                    f"@manual_approval[{i}]: {name!r} is not in promotion; fix: use one of {', '.join(seen)}"
-                )
+        for field in ("manual_approval", "fabric_check"):
+            for i, name in enumerate(getattr(self, field)):
+                if name not in seen:
+                    problems.append(f"@{field}[{i}]: {name!r} is not in promotion; fix: use one of {', '.join(seen)}")
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -128,6 +132,48 @@ def load_pipeline(config_dir: Path = CONFIG_DIR) -> Pipeline:
     if problems:
         raise ConfigError(problems)
     return pipeline
+
+
+def fabric_check_role_name(env: str) -> str:
+    """The role of environment ``env`` the pipeline's fabric check assumes (created only where ``fabric_check``
+    lists ``env``)."""
+    return f"gpu-platform-{env}-fabric-check"
+
+
+def fabric_step_role_name(env: str) -> str:
+    """The tooling account's role of ``env``'s FabricCheck step: the one principal the environment's role trusts."""
+    return f"gpu-platform-pipeline-{env}-fabric-check"
+
+
+@dataclass(frozen=True)
+class FabricCheckTrust:
+    """Who may assume an environment's fabric check role: one named role of the tooling account."""
+
+    account: str
+    role_name: str
+
+
+def fabric_check_trust(env: Environment, config_dir: Path = CONFIG_DIR) -> FabricCheckTrust | None:
+    """The trust of ``env``'s fabric check role, or None where the pipeline does not run the check on ``env``.
+
+    Read from ``<config_dir>/pipeline/pipeline.yaml`` (absent: None) by the environment's own synth too, so a
+    laptop deploy and the pipeline's deploy make the same Fleets stack. An environment in ``fabric_check``
+    without a training fleet is a one-line ConfigError.
+    """
+    if not (config_dir / PIPELINE_FILE).is_file():
+        return None
+    pipeline = load_pipeline(config_dir)
+    if env.name not in pipeline.fabric_check:
+        return None
+    if not any(fleet.role is FleetRole.TRAINING for fleet in env.fleets):
+        raise ConfigError(
+            [
+                f"{display_path(config_dir / PIPELINE_FILE)}: fabric_check[{pipeline.fabric_check.index(env.name)}]: "
+                f"{env.name!r} has no training fleet to check; fix: remove it from fabric_check, or add a fleet "
+                f"with role: training to config/{env.name}.yaml"
+            ]
+        )
+    return FabricCheckTrust(account=pipeline.account, role_name=fabric_step_role_name(env.name))
 
 
 def pinned_cdk_cli_version(package_json: Path) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from aws_cdk import CfnOutput
 from aws_cdk import aws_ec2 as ec2
@@ -17,7 +18,9 @@ from constructs import Construct
 from config import Environment
 from config.catalog import get_instance_type
 from config.fleets import Fleet, FleetRole
+from config.loader import CONFIG_DIR
 from config.naming import ResourceNames
+from config.pipeline_schema import fabric_check_role_name, fabric_check_trust
 from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.fleet.ami_rollout import AmiRollout, FleetRollout, refresh_preferences
 from gpu_constructs.fleet.gpu_fleet import GpuFleet
@@ -34,13 +37,15 @@ from gpu_constructs.fleet.render.node_settings import (
 from gpu_constructs.fleet.render.user_data import render_user_data
 from gpu_constructs.fleet.service_load_balancer import ServiceLoadBalancer
 from gpu_constructs.network.platform_vpc import GPU_SUBNET_GROUP
+from gpu_constructs.security.fabric_check_role import FabricCheckRole
 from stacks.base import PlatformStack
 
 
 class FleetStack(PlatformStack):
     """Attributes: ``fleets`` (name -> GpuFleet), ``ami_rollout`` (the runbook that refreshes the fleets onto a
     new AMI; None if no fleet is rolled), ``job_document`` (the SSM document training jobs run through; None
-    without a training fleet).
+    without a training fleet), ``fabric_check_role`` (the role the pipeline's fabric check assumes; None unless
+    ``fabric_check`` of config/pipeline/pipeline.yaml lists the environment).
 
     The alerts topic and the node log groups (one per ``NODE_LOGS`` entry, same names) come from the
     security stack, which outlives this one."""
@@ -68,6 +73,8 @@ class FleetStack(PlatformStack):
             scope, construct_id, env=env, stateful=False, description=f"GPU platform {env.name}: GPU fleets"
         )
         names = ResourceNames.of(env)
+        config_dir = self.node.try_get_context("config_dir")  # as app.py reads it; checked before any fleet
+        trust = fabric_check_trust(env, Path(config_dir) if config_dir else CONFIG_DIR)
         scripts = publish_node_scripts(self, node_role=node_role)
         if sorted(node_log_groups) != sorted(NODE_LOGS):
             raise ValueError(f"node log groups {sorted(node_log_groups)} do not match NODE_LOGS {sorted(NODE_LOGS)}")
@@ -158,6 +165,22 @@ class FleetStack(PlatformStack):
                 rendezvous_port=jobs.rendezvous_port,
                 max_restarts=jobs.max_restarts,
             ).document
+        # The role the pipeline's fabric check assumes, where config/pipeline/pipeline.yaml asks for it.
+        self.fabric_check_role = (
+            None
+            if trust is None
+            else FabricCheckRole(
+                self,
+                "FabricCheck",
+                role_name=fabric_check_role_name(env.name),
+                trusted_account=trust.account,
+                trusted_role_name=trust.role_name,
+                job_document_name=names.job_document,
+                group_names=[names.asg_name(f.name) for f in env.fleets if f.role is FleetRole.TRAINING],
+                job_log_group_name=names.job_log_group,
+                metrics_namespace=names.metrics_namespace,
+            ).role
+        )
 
     def _ami_rollout(self, env: Environment, names: ResourceNames, node_role: iam.IRole) -> AmiRollout | None:
         """Every fleet with a rollout (not Capacity Block fleets, not ``refresh.enabled: false``), refreshed

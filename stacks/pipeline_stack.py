@@ -10,11 +10,12 @@ from aws_cdk import aws_codebuild as codebuild
 from constructs import Construct
 
 from config import Environment
+from config.fleets import FleetRole
 from config.pipeline_schema import Pipeline
 from config.sharing import ImageSharing
 from gpu_constructs.pipeline.pipeline_acknowledgments import acknowledge_pipeline_grants
 from gpu_constructs.pipeline.pipeline_artifacts import PipelineArtifacts
-from gpu_constructs.pipeline.pipeline_steps import manual_approval, post_deploy_check, synth_step
+from gpu_constructs.pipeline.pipeline_steps import fabric_check, manual_approval, post_deploy_check, synth_step
 from stacks.platform_stage import PlatformStage
 
 #: Construct id and CloudFormation name of the pipeline stack: ``cdk deploy -c pipeline=true gpu-platform-pipeline``.
@@ -95,19 +96,31 @@ class PipelineStack(Stack):
             raise TypeError(f"{self.node.path}: the pipeline stack needs an app above it for its environments' stages")
         self.stages: list[PlatformStage] = []
         checks: dict[str, pipelines.CodeBuildStep] = {}
+        fabric: dict[str, pipelines.CodeBuildStep] = {}
         for name in config.promotion:
             env = by_name[name]
             stage = PlatformStage(app, env=env, image_sharing=image_sharing[env.name])
             checks[name] = post_deploy_check(
                 self, environment=name, account=env.account, region=env.region, source=source
             )
+            post: list[pipelines.Step] = [checks[name]]
+            if name in config.fabric_check:  # its stage made the role the step assumes (FleetStack)
+                if stage.fleets.fabric_check_role is None:
+                    raise TypeError(f"{name}: fabric_check lists it but its Fleets stack has no fabric check role")
+                training = [f.name for f in env.fleets if f.role is FleetRole.TRAINING]
+                fabric[name] = fabric_check(
+                    self, environment=name, account=env.account, fleets=training, source=source, after=checks[name]
+                )
+                post.append(fabric[name])
             self.pipeline.add_stage(
                 stage,
                 pre=[manual_approval(environment=name)] if name in config.manual_approval else None,
-                post=[checks[name]],
+                post=post,
             )
             self.stages.append(stage)
         # Built now rather than at synth, so that what it generates can be hardened and acknowledged.
         self.pipeline.build_pipeline()
         self.artifacts = PipelineArtifacts(self, "Artifacts", bucket=self.pipeline.pipeline.artifact_bucket)
-        acknowledge_pipeline_grants(self.pipeline, check_projects={n: step.project for n, step in checks.items()})
+        projects = {n: step.project for n, step in checks.items()}
+        projects.update({f"{n} (fabric check)": step.project for n, step in fabric.items()})
+        acknowledge_pipeline_grants(self.pipeline, check_projects=projects)

@@ -10,10 +10,19 @@ from aws_cdk import DefaultStackSynthesizer, Duration, Stack, pipelines
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from config.pipeline_schema import fabric_check_role_name, fabric_step_role_name
+
 #: The synth step's one command: install, the test suite, then ``cdk synth -c pipeline=true``.
 SYNTH_SCRIPT = "scripts/ci/synth.sh"
 #: The post-deploy check's one command: assume the check role, run scripts/check_environment.py.
 CHECK_SCRIPT = "scripts/ci/post_deploy_check.sh"
+#: The fabric check's one command: assume the environment's fabric check role, fabric-test each training fleet.
+FABRIC_SCRIPT = "scripts/ci/fabric_check.sh"
+#: ``--timeout`` of each benchmark run; a fleet takes at most four runs (all nodes, then up to three waves of
+#: pairs), each after a start of at most five minutes.
+FABRIC_RUN_TIMEOUT_S = 600
+#: CodeBuild's limit on a build, in minutes (5 to 480 in every region).
+MAX_BUILD_MINUTES = 480
 
 
 def lookup_role_arn(scope: Construct, *, account: str, region: str) -> str:
@@ -55,6 +64,47 @@ def post_deploy_check(
         ],
         timeout=Duration.minutes(15),
     )
+
+
+def fabric_check(
+    scope: Construct,
+    *,
+    environment: str,
+    account: str,
+    fleets: list[str],
+    source: pipelines.IFileSetProducer,
+    after: pipelines.Step,
+) -> pipelines.CodeBuildStep:
+    """Run ``gpu-platform job fabric-test --json --allow-idle`` on each training fleet of ``environment``, after
+    ``after`` (its read-only check), as the environment's role ``gpu-platform-<env>-fabric-check``.
+
+    The step's project runs as a role named ``gpu-platform-pipeline-<env>-fabric-check``, the one principal that
+    role trusts. A fleet below its floor (exit 1) or a run that failed (exit 2) fails the action; a fleet with
+    fewer than two nodes passes (``--allow-idle``).
+    """
+    stack = Stack.of(scope)
+    role_arn = f"arn:{stack.partition}:iam::{account}:role/{fabric_check_role_name(environment)}"
+    project_role = iam.Role(
+        scope,
+        f"FabricCheckRole-{environment}",
+        role_name=fabric_step_role_name(environment),
+        description=f"GPU platform pipeline: the fabric check of {environment}",
+        assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
+    )
+    per_fleet = 4 * (FABRIC_RUN_TIMEOUT_S + 300) // 60
+    step = pipelines.CodeBuildStep(
+        "FabricCheck",
+        input=source,
+        commands=[f"{FABRIC_SCRIPT} {environment} {' '.join(fleets)}"],
+        env={"FABRIC_ROLE_ARN": role_arn, "FABRIC_RUN_TIMEOUT_S": str(FABRIC_RUN_TIMEOUT_S)},
+        role=project_role,
+        role_policy_statements=[
+            iam.PolicyStatement(sid="AssumeFabricCheckRole", actions=["sts:AssumeRole"], resources=[role_arn])
+        ],
+        timeout=Duration.minutes(min(15 + per_fleet * len(fleets), MAX_BUILD_MINUTES)),
+    )
+    step.add_step_dependency(after)
+    return step
 
 
 def manual_approval(*, environment: str) -> pipelines.ManualApprovalStep:

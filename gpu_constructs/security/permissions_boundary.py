@@ -58,6 +58,8 @@ UNSCOPED_ACTIONS = [
     "ec2:DescribeLaunchTemplateVersions",
     "ec2:CreateLaunchTemplateVersion",
     "autoscaling:StartInstanceRefresh",
+    # the pipeline's fabric check follows the commands it sent (no resource type; reads)
+    "ssm:GetCommandInvocation",
 ]
 
 #: Actions allowed only on the environment's own resources (statement id -> actions; the
@@ -98,6 +100,10 @@ SCOPED_ACTIONS = {
     # CDK's custom resource that strips the VPC's default security group, and restores its
     # default rules when the stack is deleted (the handler authorizes them back on Delete):
     # that provider's role only (aws:PrincipalArn), no other role may open a group
+    # the pipeline's fabric check runs the environment's job document on its training nodes ...
+    "TheJobDocumentOnThisAccountsInstances": ["ssm:SendCommand"],
+    # ... and reads their output from the job log group
+    "TheJobLogGroup": ["logs:FilterLogEvents"],
     "SecurityGroupRulesOfThisAccount": [
         "ec2:AuthorizeSecurityGroupIngress",
         "ec2:AuthorizeSecurityGroupEgress",
@@ -210,6 +216,9 @@ _SCOPE_REASONS = {
     "AmiCopiesInThisRegion": "AMIs and snapshots have no account in their ARN; this region's only.",
     "TheAmiParameterOnly": "the one AMI parameter of this environment.",
     "ImagePullsFromThisAccount": "container images of this account's repositories in this region, read only.",
+    "TheJobDocumentOnThisAccountsInstances": "the environment's one job document, on this account's instances of "
+    "this region; the role that sends it names the training groups' instances by tag.",
+    "TheJobLogGroup": "the streams of the environment's one job log group, read.",
     "SecurityGroupRulesOfThisAccount": "security groups of this account and region, for the default-security-group "
     "provider's role only (aws:PrincipalArn); the role names its group.",
 }
@@ -229,6 +238,11 @@ def _scoped_statements(
         "AmiCopiesInThisRegion": [f"{arn}:ec2:{region}::image/*", f"{arn}:ec2:{region}::snapshot/*"],
         "TheAmiParameterOnly": [f"{arn}:ssm:{region}:{account}:parameter{names.ami_parameter}"],
         "ImagePullsFromThisAccount": [f"{arn}:ecr:{region}:{account}:repository/*"],
+        "TheJobDocumentOnThisAccountsInstances": [
+            f"{arn}:ssm:{region}:{account}:document/{names.job_document}",
+            f"{arn}:ec2:{region}:{account}:instance/*",
+        ],
+        "TheJobLogGroup": [f"{arn}:logs:{region}:{account}:log-group:{names.job_log_group}:*"],
         "SecurityGroupRulesOfThisAccount": [f"{arn}:ec2:{region}:{account}:security-group/*"],
     }
     # S3 ARNs carry no account and bucket names are global: the environment's buckets are also

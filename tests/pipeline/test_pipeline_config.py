@@ -14,7 +14,7 @@ from config.pipeline_schema import PIPELINE_FILE, load_pipeline
 
 SHOWN = str(PIPELINE_FILE)  # the tests run in the config folder they write
 ARN = "arn:aws:codeconnections:us-east-1:444444444444:connection/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
-KEYS = "account, branch, connection_arn, manual_approval, promotion, region, repository, tags"
+KEYS = "account, branch, connection_arn, fabric_check, manual_approval, promotion, region, repository, tags"
 
 
 def valid_pipeline() -> dict[str, Any]:
@@ -136,6 +136,16 @@ CASES = [
             "fix: add them (required: Project, Owner, CostCenter)"
         ],
         id="tags",
+    ),
+    pytest.param(
+        {"fabric_check": ["dev", "qa"]},
+        [f"{SHOWN}: fabric_check[1]: 'qa' is not in promotion; fix: use one of dev, staging, prod"],
+        id="fabric-check-not-promoted",
+    ),
+    pytest.param(
+        {"fabric_check": "staging"},
+        [f"{SHOWN}: fabric_check: 'staging' is invalid: Input should be a valid list; fix: write a list, e.g. [a, b]"],
+        id="fabric-check-not-a-list",
     ),
     pytest.param(
         {"promotions": ["dev"]},

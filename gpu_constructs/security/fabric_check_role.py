@@ -1,0 +1,106 @@
+"""The role the pipeline's fabric check assumes in an environment: run the benchmark as a job, read, publish.
+
+``gpu-platform job fabric-test`` (``ops/fabric``) lists the training group's nodes, sends the environment's job
+document to them (Action start, status, stop), waits on each invocation, reads the job log streams and
+publishes ``FabricBusBandwidth``. This role may do exactly that, and only the FabricCheck step of the pipeline
+(one named role of the tooling account) may assume it. The platform's permissions boundary applies to it as
+to every role of the environment (``PlatformStage``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Stack
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from gpu_constructs.compliance.acknowledge import acknowledge
+
+#: The Auto Scaling tag every instance of a group carries: the instances SendCommand may reach.
+GROUP_TAG_KEY = "ssm:resourceTag/aws:autoscaling:groupName"
+#: What ops/fabric calls that has no resource type (reads only).
+READ_ONLY_UNSCOPED = ["autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances", "ssm:GetCommandInvocation"]
+
+
+class FabricCheckRole(Construct):
+    """Attributes: ``role``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        role_name: str,
+        trusted_account: str,
+        trusted_role_name: str,
+        job_document_name: str,
+        group_names: Sequence[str],
+        job_log_group_name: str,
+        metrics_namespace: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if not group_names:
+            raise ValueError(f"{self.node.path}: the fabric check needs at least one training group")
+        stack = Stack.of(self)
+        arn, here = f"arn:{stack.partition}", f"{stack.region}:{stack.account}"
+        trusted = f"{arn}:iam::{trusted_account}:role/{trusted_role_name}"
+        instances = f"{arn}:ec2:{here}:instance/*"
+        # The account as principal, the one role by condition: a role ARN as principal would have to exist
+        # when this role is created (the pipeline stack may be deployed after a laptop deploy of this one).
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=role_name,
+            description="GPU platform: the pipeline's fabric check (all-reduce bus bandwidth of the training fleets)",
+            assumed_by=iam.AccountPrincipal(trusted_account).with_conditions(
+                {"ArnEquals": {"aws:PrincipalArn": trusted}}
+            ),
+        )
+        policy = iam.ManagedPolicy(
+            self,
+            "Policy",
+            roles=[self.role],
+            statements=[
+                iam.PolicyStatement(
+                    sid="TheJobDocument",
+                    actions=["ssm:SendCommand"],
+                    resources=[f"{arn}:ssm:{here}:document/{job_document_name}"],
+                ),
+                iam.PolicyStatement(
+                    sid="OnTheTrainingNodes",
+                    actions=["ssm:SendCommand"],
+                    resources=[instances],
+                    conditions={"StringEquals": {GROUP_TAG_KEY: sorted(group_names)}},
+                ),
+                iam.PolicyStatement(sid="FollowTheNodesAndCommands", actions=READ_ONLY_UNSCOPED, resources=["*"]),
+                iam.PolicyStatement(
+                    sid="ReadTheJobLogs",
+                    actions=["logs:FilterLogEvents"],
+                    resources=[f"{arn}:logs:{here}:log-group:{job_log_group_name}:*"],
+                ),
+                iam.PolicyStatement(
+                    sid="PublishTheBandwidth",
+                    actions=["cloudwatch:PutMetricData"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"cloudwatch:namespace": metrics_namespace}},
+                ),
+            ],
+        )
+        acknowledge(
+            policy,
+            f"AwsSolutions-IAM5[Resource::{instances}]",
+            "SendCommand reaches only instances tagged with a training group of this environment "
+            f"({GROUP_TAG_KEY}); instance ids are not known at deploy time.",
+        )
+        acknowledge(
+            policy,
+            f"AwsSolutions-IAM5[Resource::{arn}:logs:{here}:log-group:{job_log_group_name}:*]",
+            "The streams of the one job log group; each job writes <job>/<instance-id> streams at run time.",
+        )
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "DescribeAutoScalingGroups, DescribeInstances and GetCommandInvocation have no resource type (reads); "
+            "PutMetricData has none either and is held to the environment's namespace (cloudwatch:namespace).",
+        )

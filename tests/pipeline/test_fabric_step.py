@@ -1,0 +1,264 @@
+"""The fabric check as an opt-in step of the post-deploy check: ``fabric_check`` of pipeline.yaml, through the
+synthesized pipeline (the FabricCheck action after the read-only check, its project role, the role it assumes)
+to the environment's Fleets stack (that role, trusting the project role only), and the step's script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import app as cdk_app
+from config import ConfigError, load_environment
+from config.pipeline_schema import PIPELINE_FILE, fabric_check_trust
+from gpu_constructs.pipeline.pipeline_steps import FABRIC_RUN_TIMEOUT_S, FABRIC_SCRIPT
+from stacks.compliance import FAIL_ON_FINDINGS, platform_app
+from stacks.pipeline_stack import PIPELINE_STACK_NAME
+from tests.config.test_config_errors import assert_config_failure, run_app
+from tests.iam_documents import Resolver
+from tests.ops.helpers import config_dir
+from tests.pipeline.test_ci_scripts import ROOT, _env, _executable
+from tests.pipeline.test_pipeline_config import valid_pipeline
+from tests.policy_eval import ALLOW, Request, decide, explain
+from tests.role_policies import roles
+from tests.synth import cdk_json_context, collect_stacks
+from tests.unit.test_role_boundaries import _requests
+
+TOOLING = "444444444444"
+STAGING = "222222222222"  # tests/fixtures/config/staging.yaml
+STEP_ROLE_NAME = "gpu-platform-pipeline-staging-fabric-check"
+ENV_ROLE = f"arn:aws:iam::{STAGING}:role/gpu-platform-staging-fabric-check"
+
+
+def with_pipeline(folder: Path, **changes: Any) -> Path:
+    path = folder / PIPELINE_FILE
+    path.parent.mkdir(exist_ok=True)
+    data = {**valid_pipeline(), "account": TOOLING, "manual_approval": [], **changes}
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return folder
+
+
+def _no_training(doc: dict[str, Any]) -> None:
+    doc["fleets"] = [f for f in doc["fleets"] if f.get("role") != "training"]
+
+
+# --- which environments get the role ------------------------------------------------------------------------
+
+
+def test_trust_only_where_the_pipeline_lists_the_environment(tmp_path: Path) -> None:
+    folder = config_dir(tmp_path)
+    staging, dev = load_environment("staging", folder), load_environment("dev", folder)
+    assert fabric_check_trust(staging, folder) is None  # no pipeline file: a laptop config without a pipeline
+    with_pipeline(folder, fabric_check=[])
+    assert fabric_check_trust(staging, folder) is None  # the default: off
+    with_pipeline(folder, fabric_check=["staging"])
+    trust = fabric_check_trust(staging, folder)
+    assert trust is not None and (trust.account, trust.role_name) == (TOOLING, STEP_ROLE_NAME)
+    assert fabric_check_trust(dev, folder) is None
+
+
+def test_an_environment_without_a_training_fleet_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    folder = with_pipeline(config_dir(tmp_path, "staging", change=_no_training), fabric_check=["dev", "staging"])
+    monkeypatch.chdir(folder)
+    with pytest.raises(ConfigError) as info:
+        fabric_check_trust(load_environment("staging", folder), folder)
+    assert info.value.lines == [
+        f"{PIPELINE_FILE}: fabric_check[1]: 'staging' has no training fleet to check; fix: remove it from "
+        "fabric_check, or add a fleet with role: training to config/staging.yaml"
+    ]
+
+
+def test_the_app_exits_2_with_that_line(tmp_path: Path) -> None:
+    folder = with_pipeline(config_dir(tmp_path, "dev", change=_no_training), fabric_check=["dev"])
+    result = run_app({**cdk_json_context(), "env": "dev", "config_dir": str(folder)}, tmp_path / "out")
+    assert_config_failure(
+        result,
+        f"{folder / PIPELINE_FILE}: fabric_check[0]: 'dev' has no training fleet to check; fix: remove it from "
+        "fabric_check, or add a fleet with role: training to config/dev.yaml",
+    )
+
+
+# --- the synthesized pipeline and environment ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``cdk synth -c pipeline=true`` of dev then staging, the fabric check on staging only."""
+    tmp = tmp_path_factory.mktemp("fabric")
+    folder = with_pipeline(config_dir(tmp), promotion=["dev", "staging"], fabric_check=["staging"])
+    context = {**cdk_json_context(), "pipeline": "true", "config_dir": str(folder), FAIL_ON_FINDINGS: True}
+    outdir = tmp / "out"
+    app = platform_app(context=context, outdir=str(outdir))
+    cdk_app.build(app)
+    app.synth()
+
+    environments = [load_environment(name, folder) for name in ("dev", "staging")]
+    envs = collect_stacks(app, outdir, environments)
+    return {
+        "pipeline": json.loads((outdir / f"{PIPELINE_STACK_NAME}.template.json").read_text()),
+        "dev": envs.stack("dev", "Fleets").json,
+        "staging": envs.stack("staging", "Fleets").json,
+        "synth": envs,
+    }
+
+
+def _by_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def _actions(pipeline: dict[str, Any], stage: str) -> list[dict[str, Any]]:
+    (code_pipeline,) = _by_type(pipeline, "AWS::CodePipeline::Pipeline").values()
+    return next(s for s in code_pipeline["Properties"]["Stages"] if s["Name"] == stage)["Actions"]
+
+
+def test_the_fabric_step_runs_after_the_read_only_check_of_that_environment_only(synth) -> None:
+    actions = {a["Name"]: a for a in _actions(synth["pipeline"], "staging")}
+    assert actions["FabricCheck"]["RunOrder"] > actions["PostDeployCheck"]["RunOrder"]
+    assert "FabricCheck" not in {a["Name"] for a in _actions(synth["pipeline"], "dev")}
+    project = synth["pipeline"]["Resources"][actions["FabricCheck"]["Configuration"]["ProjectName"]["Ref"]]
+    spec = json.loads(project["Properties"]["Source"]["BuildSpec"])
+    assert spec["phases"]["build"]["commands"] == [f"{FABRIC_SCRIPT} staging training"]
+    env = {v["Name"]: v["Value"] for v in project["Properties"]["Environment"]["EnvironmentVariables"]}
+    assert env["FABRIC_ROLE_ARN"] == ENV_ROLE
+    assert env["FABRIC_RUN_TIMEOUT_S"] == str(FABRIC_RUN_TIMEOUT_S)
+    assert project["Properties"]["TimeoutInMinutes"] == 15 + 4 * (FABRIC_RUN_TIMEOUT_S + 300) // 60
+
+
+def test_the_step_role_assumes_the_environment_role_which_trusts_it_alone(synth) -> None:
+    pipeline = synth["pipeline"]
+    actions = {a["Name"]: a for a in _actions(pipeline, "staging")}
+    project = pipeline["Resources"][actions["FabricCheck"]["Configuration"]["ProjectName"]["Ref"]]
+    role_id = project["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
+    role = pipeline["Resources"][role_id]["Properties"]
+    assert role["RoleName"] == STEP_ROLE_NAME
+    resolver = Resolver(pipeline, account=TOOLING, region="us-east-1")
+    policies = [
+        resolver.resolve(p["Properties"]["PolicyDocument"])
+        for p in _by_type(pipeline, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+    ]
+    step_arn = f"arn:aws:iam::{TOOLING}:role/{STEP_ROLE_NAME}"
+    assert decide(policies, Request("sts:AssumeRole", ENV_ROLE)) == ALLOW
+    # The read-only check's project may not assume it.
+    check = pipeline["Resources"][actions["PostDeployCheck"]["Configuration"]["ProjectName"]["Ref"]]
+    check_role = check["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
+    check_policies = [
+        resolver.resolve(p["Properties"]["PolicyDocument"])
+        for p in _by_type(pipeline, "AWS::IAM::Policy").values()
+        if {"Ref": check_role} in p["Properties"]["Roles"]
+    ]
+    assert decide(check_policies, Request("sts:AssumeRole", ENV_ROLE)) != ALLOW
+
+    (env_role,) = [
+        r["Properties"]
+        for r in _by_type(synth["staging"], "AWS::IAM::Role").values()
+        if r["Properties"].get("RoleName") == "gpu-platform-staging-fabric-check"
+    ]
+    trust = Resolver(synth["staging"], account=STAGING, region="us-east-1").resolve(
+        env_role["AssumeRolePolicyDocument"]
+    )
+
+    def assume(caller: str) -> str:
+        request = Request("sts:AssumeRole", "*", {"AWS": caller}, context={"aws:PrincipalArn": caller})
+        return decide([trust], request, resource_policy=True)
+
+    assert assume(step_arn) == ALLOW
+    assert assume(f"arn:aws:iam::{TOOLING}:role/{check_role}") != ALLOW
+    assert not [
+        r
+        for r in _by_type(synth["dev"], "AWS::IAM::Role").values()
+        if "fabric-check" in str(r["Properties"].get("RoleName", ""))
+    ]
+
+
+def test_the_role_is_inside_the_boundary_of_its_environment(synth) -> None:
+    """As tests/unit/test_role_boundaries.py checks every role of the shipped-off fixture environments."""
+    cfg = synth["synth"].environments["staging"]
+    (role,) = [r for r in roles(synth["synth"], "staging") if r.arn == ENV_ROLE]
+    requests = _requests(role, cfg.account, cfg.region)
+    assert {r.action for r, _ in requests} >= {"ssm:SendCommand", "logs:FilterLogEvents", "cloudwatch:PutMetricData"}
+    for request, sid in requests:
+        assert decide([role.boundary], request) == ALLOW, f"{sid}: " + explain([role.boundary], request)
+
+
+# --- the step's script ------------------------------------------------------------------------------------------
+
+
+def _fake_python(tmp_path: Path, statuses: dict[str, int]) -> tuple[Path, Path]:
+    """Records each run's arguments and AWS profile; exits with the status given for its fleet."""
+    record = tmp_path / "record"
+    cases = " ".join(f"{fleet}) exit {code} ;;" for fleet, code in statuses.items())
+    fake = _executable(
+        tmp_path / "python",
+        "#!/bin/bash\n"
+        f'{{ echo "args: $*"; echo "profile: $AWS_PROFILE"; grep role_ "$AWS_CONFIG_FILE"; '
+        f'echo "key: ${{AWS_ACCESS_KEY_ID:-none}}"; }} >>"{record}"\n'
+        'fleet=""; while (($#)); do [[ $1 == --fleet ]] && fleet=$2; shift; done\n'
+        f'case "$fleet" in {cases} esac\n',
+    )
+    return fake, record
+
+
+def _run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ROOT / FABRIC_SCRIPT), *args],
+        cwd="/",
+        env={k: v for k, v in _env(**env).items() if k != "FABRIC_ROLE_ARN" or "FABRIC_ROLE_ARN" in env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_script_runs_fabric_test_for_each_fleet_as_the_environment_role(tmp_path: Path) -> None:
+    fake, record = _fake_python(tmp_path, {"training": 0, "big": 0})
+    result = _run(
+        tmp_path, "staging", "training", "big", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake), AWS_ACCESS_KEY_ID="AK"
+    )
+    assert result.returncode == 0, result.stderr
+    runs = record.read_text().split("args: ")[1:]
+    assert [r.splitlines()[0] for r in runs] == [
+        f"-m ops.cli job fabric-test --env staging --fleet {fleet} --json --allow-idle --timeout 600"
+        for fleet in ("training", "big")
+    ]
+    for run in runs:
+        assert run.splitlines()[1:] == [
+            "profile: fabric",
+            f"role_arn = {ENV_ROLE}",
+            "role_session_name = gpu-platform-fabric-staging",
+            "key: none",  # the container's credentials are the source
+        ]
+
+
+@pytest.mark.parametrize(
+    ("statuses", "expected"), [({"a": 1, "b": 0}, 1), ({"a": 0, "b": 2}, 2), ({"a": 1, "b": 2}, 2)]
+)
+def test_a_fleet_below_its_floor_or_unchecked_fails_the_step_after_every_fleet_ran(
+    tmp_path: Path, statuses: dict[str, int], expected: int
+) -> None:
+    fake, record = _fake_python(tmp_path, statuses)
+    result = _run(tmp_path, "staging", "a", "b", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake))
+    assert result.returncode == expected
+    assert record.read_text().count("args: ") == 2
+
+
+def test_script_refuses_without_a_role_or_a_fleet(tmp_path: Path) -> None:
+    fake, record = _fake_python(tmp_path, {"training": 0})
+    no_role = _run(tmp_path, "staging", "training", CHECK_PYTHON=str(fake))
+    assert no_role.returncode != 0 and "FABRIC_ROLE_ARN" in no_role.stderr
+    no_fleet = _run(tmp_path, "staging", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake))
+    assert no_fleet.returncode == 2 and "usage:" in no_fleet.stderr
+    assert not record.exists()
+
+
+def test_script_installs_what_the_command_line_needs_at_the_pinned_versions() -> None:
+    script = (ROOT / FABRIC_SCRIPT).read_text()
+    assert "grep -E '^(boto3|pydantic|PyYAML|typer|rich)==' requirements.txt" in script
+    pinned = {line.split("==")[0] for line in (ROOT / "requirements.txt").read_text().splitlines() if "==" in line}
+    assert {"boto3", "pydantic", "PyYAML", "typer", "rich"} <= pinned
+    assert os.access(ROOT / FABRIC_SCRIPT, os.X_OK)
