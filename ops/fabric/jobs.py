@@ -45,6 +45,10 @@ class JobRunner(Protocol):
     def output(self, job_id: str, nodes: Sequence[Node]) -> dict[str, str]: ...
 
 
+#: Seconds between two looks at the jobs (their status, an invocation that is not final yet).
+POLL_S = 10.0
+
+
 class SsmJobRunner:
     """``JobRunner`` over boto3; ``sleep`` and ``clock`` are injectable so tests do not wait."""
 
@@ -54,7 +58,7 @@ class SsmJobRunner:
         names: ResourceNames,
         *,
         rendezvous_port: int,
-        poll_s: float = 10.0,
+        poll_s: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -62,7 +66,8 @@ class SsmJobRunner:
         self._session = session
         self.names = names
         self.port = rendezvous_port
-        self.poll_s, self.sleep, self.clock = poll_s, sleep, clock
+        self.poll_s = POLL_S if poll_s is None else poll_s
+        self.sleep, self.clock = sleep, clock
 
     def nodes(self, fleet: str) -> list[Node]:
         """InService, Healthy instances of the fleet's group, by instance id."""

@@ -39,6 +39,12 @@ GROUP, DOCUMENT, LOG_GROUP = "gpu-platform-staging-training", "gpu-platform-stag
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
+@pytest.fixture(autouse=True)
+def no_polling_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake nodes answer at once: the check's pause between two looks at its jobs is not waited out."""
+    monkeypatch.setattr("ops.fabric.jobs.POLL_S", 0.0)
+
+
 def bench_output(nodes: int, busbw_gib: float) -> str:
     """What rank 0 of allreduce_bench.py prints for ``nodes`` p4d nodes reaching ``busbw_gib`` GB/s at 1 GiB."""
     ranks = nodes * 8

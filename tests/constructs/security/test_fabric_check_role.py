@@ -28,6 +28,12 @@ STEP_ROLE = f"arn:aws:iam::{TOOLING}:role/gpu-platform-pipeline-staging-fabric-c
 NAMESPACE = "GpuPlatform/staging"
 
 
+@pytest.fixture(autouse=True)
+def no_polling_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake nodes answer at once: the check's pause between two looks at its jobs is not waited out."""
+    monkeypatch.setattr("ops.fabric.jobs.POLL_S", 0.0)
+
+
 @pytest.fixture(scope="module")
 def tmpl() -> Template:
     # In a stage named after the environment, with the boundary every role of the stage carries, as in the app.
