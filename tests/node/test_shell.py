@@ -120,7 +120,7 @@ def module_to_installed(unit: Path, argv: list[str]) -> list[str]:
     path of the module's file, like ``python3 <script> ...``."""
     if argv[1] != "-m":
         return argv
-    assert read_unit(unit)["Service"]["Environment"] == [f"PYTHONPATH={layout.INSTALL_PREFIX}"]
+    assert f"PYTHONPATH={layout.INSTALL_PREFIX}" in read_unit(unit)["Service"]["Environment"]
     return [argv[0], f"{layout.INSTALL_PREFIX}/{argv[2].replace('.', '/')}.py", *argv[3:]]
 
 
