@@ -10,6 +10,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # jsii must run on the project's pinned Node.js, not the system's.
 os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ['PATH']}"
+# moto's EC2 backend loads its catalogue of public AMIs each time one is made (every mock_aws test, every
+# moto server): seconds of CPU a test here never reads (the tests register the images they look up).
+# Also set for the node scripts' subprocesses, which inherit it.
+os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
 
 from config.loader import CONFIG_DIR  # noqa: E402
 from tests.synth import Synth, synthesize  # noqa: E402 - after PATH is set

@@ -132,7 +132,7 @@ def aws(monkeypatch: pytest.MonkeyPatch):
 def deploy_training(session: boto3.session.Session, count: int) -> list[dict[str, str]]:
     """The training group with ``count`` p4d nodes; their ids and private addresses, by id."""
     ec2 = session.client("ec2")
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = ec2.register_image(Name="gpu-platform-test", RootDeviceName="/dev/xvda")["ImageId"]
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.0.0/20", AvailabilityZone="us-east-1a")["Subnet"]
     template = ec2.create_launch_template(

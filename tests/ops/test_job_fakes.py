@@ -159,7 +159,7 @@ def deploy(session: boto3.session.Session, count: int = 2, **fleet: str) -> tupl
     """The training fleet's group (cluster placement group, as the Fleets stack makes it) with ``count`` nodes;
     returns the fleet and its node ids in id order. ``fleet``: another environment's names (see ``Fleet``)."""
     ec2 = session.client("ec2")
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = ec2.register_image(Name="gpu-platform-test", RootDeviceName="/dev/xvda")["ImageId"]
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.0.0/20", AvailabilityZone="us-east-1a")["Subnet"]
     template = ec2.create_launch_template(

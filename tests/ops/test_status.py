@@ -53,8 +53,7 @@ def deploy_fleet(session: boto3.session.Session) -> dict[str, str]:
     """The inference fleet's group with two On-Demand nodes on an old AMI, a Spot node, the AMI parameter
     holding a newer AMI, and the training fleet's group at 0 nodes; returns the ids."""
     ec2 = session.client("ec2")
-    images = [i["ImageId"] for i in ec2.describe_images(Owners=["amazon"])["Images"][:2]]
-    old_ami, new_ami = images
+    old_ami, new_ami = (ec2.register_image(Name=name, RootDeviceName="/dev/xvda")["ImageId"] for name in ("old", "new"))
     vpc = ec2.create_vpc(CidrBlock="10.10.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.10.0.0/20", AvailabilityZone="us-east-1a")["Subnet"]
     template = ec2.create_launch_template(

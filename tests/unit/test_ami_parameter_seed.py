@@ -88,7 +88,9 @@ def test_seed_puts_once_and_never_overwrites_what_image_builder_wrote(synth: Syn
 
     with mock_aws():
         ec2 = boto3.client("ec2", region_name=REGION)
-        bootstrap_ami, golden_ami = (i["ImageId"] for i in ec2.describe_images()["Images"][:2])
+        bootstrap_ami, golden_ami = (
+            ec2.register_image(Name=name, RootDeviceName="/dev/xvda")["ImageId"] for name in ("bootstrap", "golden")
+        )
         create = _call(props, "Create", resolver, bootstrap_ami)
         assert create["parameters"]["Overwrite"] is False
         assert create["parameters"]["DataType"] == "aws:ec2:image"
