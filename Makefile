@@ -80,12 +80,12 @@ test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy config gpu_constructs stacks scripts examples app.py $(wildcard ops)
-	$(PY) -m pytest -n 2
+	$(PY) -m pytest -n 3
 
 ## test-fast: the suite without the tests marked slow (CLI synth, cfn-lint, the shipped-config copy, timed node flows)
 .PHONY: test-fast
 test-fast: setup
-	$(PY) -m pytest -n 2 -m "not slow"
+	$(PY) -m pytest -n 3 -m "not slow"
 
 ## lint: ruff check and ruff format --check
 lint: setup

@@ -27,13 +27,13 @@ from gpu_constructs.fleet.render.user_data import FETCH_ATTEMPTS, LOG_DIR, NodeS
 from tests.fleets.user_data_env import S3AndLifecycle, install_aws_cli
 from tests.node.fake_aws import LifecycleFleet
 from tests.node.helpers import NODE_DIR, FakeImds
+from tests.node.serving.test_service_bootstrap import free_port
 from tests.node.test_bootstrap import INSTANCE_TYPES, Node, lifecycle_call, new_node, stop_service
-from tests.node.test_service_bootstrap import free_port
 
 BUCKET = "cdk-hnb659fds-assets-111111111111-us-east-1"
 KEY = "0123abcd.zip"
 EXAMPLES_KEY = "4567cdef.zip"
-STANDIN = Path(__file__).resolve().parents[1] / "node" / "service_standin.py"
+STANDIN = Path(__file__).resolve().parents[1] / "node" / "serving" / "service_standin.py"
 
 
 @pytest.fixture(scope="module")

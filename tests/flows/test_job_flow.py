@@ -40,11 +40,11 @@ from gpu_constructs.fleet.job_document import JobDocument
 from gpu_constructs.fleet.render.user_data import INSTALL_PREFIX
 from tests.constructs.conftest import bare_stack, only, template
 from tests.node.helpers import NODE_DIR, FakeImds
-from tests.node.test_job_checkpoint_flow import events, run_hook
-from tests.node.test_job_support import LOG_GROUP, REGION, FakeLogs, JobNode, job_node_on, kill_units
+from tests.node.jobs.support import LOG_GROUP, REGION, FakeLogs, JobNode, job_node_on, kill_units
+from tests.node.jobs.test_job_checkpoint_flow import events, run_hook
 from tests.node.training_job import write_worker
 from tests.ops.helpers import run_cli
-from tests.ops.test_job_fakes import Fleet, deploy
+from tests.ops.job.fakes import Fleet, deploy
 from tests.synth import TEST_CONFIG_DIR
 
 pytestmark = pytest.mark.slow  # two nodes' worth of real runner, supervisor and log shipping: about 6 s each

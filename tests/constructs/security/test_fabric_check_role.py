@@ -19,8 +19,17 @@ from ops.fabric.command import run_fabric_test
 from stacks.compliance import platform_app
 from tests.constructs.conftest import CDK_CONTEXT, document, only, resources
 from tests.ops.helpers import config_dir
-from tests.ops.test_fabric_command import ACCOUNT, DOCUMENT, GROUP, LOG_GROUP, NOW, REGION, FakeNodes, deploy_training
-from tests.ops.test_fabric_command import aws as aws  # the moto fixture, used by name
+from tests.ops.job.test_fabric_command import (
+    ACCOUNT,
+    DOCUMENT,
+    GROUP,
+    LOG_GROUP,
+    NOW,
+    REGION,
+    FakeNodes,
+    deploy_training,
+)
+from tests.ops.job.test_fabric_command import aws as aws  # the moto fixture, used by name
 from tests.policy_eval import ALLOW, Request, decide, explain, role_may
 
 TOOLING = "444444444444"

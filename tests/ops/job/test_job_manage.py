@@ -14,7 +14,7 @@ from ops.job.context import open_context
 from ops.job.history import launches
 from ops.job.remote import comment_for, send
 from tests.ops.helpers import run_cli
-from tests.ops.test_job_fakes import ENV, STARTED_AT, FakeNodes, aws, deploy, nodes
+from tests.ops.job.fakes import ENV, STARTED_AT, FakeNodes, aws, deploy, nodes
 from tests.synth import TEST_CONFIG_DIR
 
 __all__ = ["aws", "nodes"]  # fixtures

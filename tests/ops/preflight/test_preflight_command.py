@@ -15,7 +15,7 @@ from config.preflight import CHECK_NAMES
 from ops.preflight.aws import NO_CREDENTIALS, Aws
 from ops.preflight.command import preflight_command
 from ops.preflight.identity import BOOTSTRAP_VERSION_PARAMETER
-from tests.ops.preflight_fixtures import (
+from tests.ops.preflight.preflight_fixtures import (
     FIXTURES,
     MOTO_ACCOUNT,
     aws_fixture,  # noqa: F401 - the aws fixture

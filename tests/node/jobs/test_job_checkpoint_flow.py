@@ -11,9 +11,9 @@ import os
 import subprocess
 
 from tests.node.helpers import NODE_DIR
-from tests.node.test_job_runner import start
-from tests.node.test_job_support import JobNode
-from tests.node.test_job_support import job_node as job_node  # the fixture
+from tests.node.jobs.support import JobNode
+from tests.node.jobs.support import job_node as job_node  # the fixture
+from tests.node.jobs.test_job_runner import start
 
 JOB = "llama-resume"
 UNIT = f"gpu-job-{JOB}.service"

@@ -19,7 +19,7 @@ from config.loader import load_environment
 from config.schema import Environment
 from ops.preflight.aws import Aws
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "config"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "config"
 #: The account moto answers as.
 MOTO_ACCOUNT = "123456789012"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.ops.helpers import config_dir, run_cli
-from tests.ops.test_job_fakes import DOCUMENT, ENV, GROUP, PLACEMENT_GROUP, FakeNodes, aws, deploy, nodes
+from tests.ops.job.fakes import DOCUMENT, ENV, GROUP, PLACEMENT_GROUP, FakeNodes, aws, deploy, nodes
 from tests.synth import TEST_CONFIG_DIR
 
 __all__ = ["aws", "nodes"]  # fixtures

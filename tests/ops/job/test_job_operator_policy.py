@@ -27,7 +27,7 @@ from config.naming import ResourceNames
 from ops.job.context import JOB_ACCESS
 from tests.synth import TEST_CONFIG_DIR
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PLATFORM_DOC = ROOT / "docs" / "platform.md"
 OPERATOR_CODE = [ROOT / "ops" / "job", ROOT / "ops" / "fabric"]
 FLEET = "training"

@@ -10,7 +10,7 @@ from botocore.stub import Stubber
 from ops.findings import Level
 from ops.preflight.aws import Aws
 from ops.preflight.identity import BOOTSTRAP_VERSION_PARAMETER, check_account, check_bootstrap, check_region
-from tests.ops.preflight_fixtures import (
+from tests.ops.preflight.preflight_fixtures import (
     aws_fixture,  # noqa: F401 - the aws fixture
     environment,
 )

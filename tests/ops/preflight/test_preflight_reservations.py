@@ -12,7 +12,7 @@ from config.fleets.capacity import Capacity, CapacityBlock, CapacityReservation
 from ops.findings import Level
 from ops.preflight.aws import Aws
 from ops.preflight.reservations import check_blocks, check_reservations
-from tests.ops.preflight_fixtures import (
+from tests.ops.preflight.preflight_fixtures import (
     aws_fixture,  # noqa: F401 - the aws fixture
     environment,
     fleet_changed,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.test_job_support import INSTANCE_ID, LOG_GROUP, JobNode
-from tests.node.test_job_support import job_node as job_node  # the fixture
+from tests.node.jobs.support import INSTANCE_ID, LOG_GROUP, JobNode
+from tests.node.jobs.support import job_node as job_node  # the fixture
 
 # isort: split
 from jobs import supervisor as supervisor_module

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.node.health.test_gpu_health import NAMESPACE, REGION, Fleet, aws, fleet, health_of  # noqa: F401 - fixtures
 from tests.node.helpers import FIXTURES, NODE_DIR, UNIT_DIR, read_unit
 from tests.node.test_bootstrap import Node, assert_abandoned, node, shared_aws  # noqa: F401 - fixtures
-from tests.node.test_gpu_health import NAMESPACE, REGION, Fleet, aws, fleet, health_of  # noqa: F401 - fixtures
 from tests.node.training_job import TrainingJob
 
 # isort: split

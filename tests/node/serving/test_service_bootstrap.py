@@ -1,6 +1,6 @@
 """The served node: bootstrap.sh's service step, end to end. The real bootstrap, the real launcher
 (serving.launch, started as gpu-service.service's ExecStart by the fake systemctl), the real example server
-(examples/serve.py with a tiny model, tests/node/service_standin.py), the real health wait, and the launch
+(examples/serve.py with a tiny model, tests/node/serving/service_standin.py), the real health wait, and the launch
 hook on the moto-backed endpoint: CONTINUE only once the service answers 200, else ABANDON."""
 
 from __future__ import annotations

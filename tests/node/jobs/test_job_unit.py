@@ -13,7 +13,7 @@ import pytest
 
 from config.naming import ResourceNames
 from tests.node.helpers import read_unit
-from tests.node.test_job_support import ENV_NAME, LOG_GROUP
+from tests.node.jobs.support import ENV_NAME, LOG_GROUP
 
 # isort: split
 # Importable once tests.node.helpers has put scripts/node on sys.path.

@@ -1,0 +1,1 @@
+"""Tests of a served fleet's service on the node (scripts/node/serving/)."""
