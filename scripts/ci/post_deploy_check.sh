@@ -30,23 +30,10 @@ cd "$(dirname "$0")/../.."
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-python="${CHECK_PYTHON:-}"
-if [[ -z "$python" ]]; then
-    python3 -m venv "$work/venv"
-    grep -E '^(boto3|pydantic|PyYAML)==' requirements.txt >"$work/requirements.txt"
-    "$work/venv/bin/pip" install --quiet --disable-pip-version-check -r "$work/requirements.txt"
-    python="$work/venv/bin/python"
-fi
-
-# EcsContainer: the credentials CodeBuild serves to the build container.
-cat >"$work/aws-config" <<CONFIG
-[profile check]
-role_arn = ${role_arn}
-credential_source = EcsContainer
-role_session_name = gpu-platform-check-${env_name}
-CONFIG
-export AWS_CONFIG_FILE="$work/aws-config" AWS_PROFILE=check
-unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN
+# shellcheck source=scripts/ci/role_env.sh
+source scripts/ci/role_env.sh
+python="$(check_python "$work" boto3 pydantic PyYAML)"
+assume_role_profile "$work" check "$role_arn" "gpu-platform-check-${env_name}"
 
 status=0
 "$python" scripts/check_environment.py "$env_name" --json || status=$?

@@ -33,7 +33,9 @@ def _env(**extra: str) -> dict[str, str]:
 @pytest.mark.parametrize("script", CI_SCRIPTS, ids=lambda p: p.name)
 def test_shellcheck_is_clean(script: Path) -> None:
     result = subprocess.run(
-        [str(SHELLCHECK), "--norc", "--severity=style", "--format=gcc", str(script)],
+        # -x from the repository root: follow `source scripts/ci/role_env.sh` as the scripts do (they cd there)
+        [str(SHELLCHECK), "-x", "--norc", "--severity=style", "--format=gcc", str(script)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
@@ -140,8 +142,39 @@ def test_check_refuses_to_run_without_a_role(tmp_path: Path) -> None:
     assert not record.exists()
 
 
-def test_check_installs_only_what_the_check_needs_at_the_pinned_versions() -> None:
-    script = (ROOT / CHECK_SCRIPT).read_text()
-    assert "grep -E '^(boto3|pydantic|PyYAML)==' requirements.txt" in script
-    pinned = {line.split("==")[0] for line in (ROOT / "requirements.txt").read_text().splitlines() if "==" in line}
-    assert {"boto3", "pydantic", "PyYAML"} <= pinned
+def installed_by(script: str, tmp_path: Path) -> list[str]:
+    """The requirement lines ``script``'s ``check_python`` call installs (scripts/ci/role_env.sh), read from
+    a stand-in pip that python3 -m venv leaves behind; the real requirements.txt is grepped."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(
+        "#!/bin/sh\n# python3 -m venv DIR: a venv whose pip copies what it is asked to install\n"
+        'mkdir -p "$3/bin"\nprintf \'#!/bin/sh\\ncp "$5" %s\\n\' "$3/../installed" > "$3/bin/pip"\n'
+        'chmod +x "$3/bin/pip"\n'
+    )
+    (bin_dir / "python3").chmod(0o755)
+    (call,) = [line for line in (ROOT / script).read_text().splitlines() if "check_python " in line]
+    packages = call.split('"$work"', 1)[1].rstrip(')"').split()
+    work = tmp_path / "work"
+    work.mkdir()
+    run = subprocess.run(
+        ["bash", "-c", 'source scripts/ci/role_env.sh && check_python "$0" "$@"', str(work), *packages],
+        cwd=ROOT,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == f"{work}/venv/bin/python"
+    return (work / "installed").read_text().splitlines()
+
+
+def test_check_installs_only_what_the_check_needs_at_the_pinned_versions(tmp_path: Path) -> None:
+    pinned = {
+        line.split("==")[0]: line for line in (ROOT / "requirements.txt").read_text().splitlines() if "==" in line
+    }
+    assert sorted(installed_by(CHECK_SCRIPT, tmp_path)) == sorted(
+        pinned[name] for name in ("boto3", "pydantic", "PyYAML")
+    )
+    assert os.access(ROOT / CHECK_SCRIPT, os.X_OK)

@@ -22,7 +22,7 @@ from stacks.pipeline_stack import PIPELINE_STACK_NAME
 from tests.config.test_config_errors import assert_config_failure, run_app
 from tests.iam_documents import Resolver
 from tests.ops.helpers import config_dir
-from tests.pipeline.test_ci_scripts import ROOT, _env, _executable
+from tests.pipeline.test_ci_scripts import ROOT, _env, _executable, installed_by
 from tests.pipeline.test_pipeline_config import valid_pipeline
 from tests.policy_eval import ALLOW, Request, decide, explain
 from tests.role_policies import roles
@@ -256,9 +256,10 @@ def test_script_refuses_without_a_role_or_a_fleet(tmp_path: Path) -> None:
     assert not record.exists()
 
 
-def test_script_installs_what_the_command_line_needs_at_the_pinned_versions() -> None:
-    script = (ROOT / FABRIC_SCRIPT).read_text()
-    assert "grep -E '^(boto3|pydantic|PyYAML|typer|rich)==' requirements.txt" in script
-    pinned = {line.split("==")[0] for line in (ROOT / "requirements.txt").read_text().splitlines() if "==" in line}
-    assert {"boto3", "pydantic", "PyYAML", "typer", "rich"} <= pinned
+def test_script_installs_what_the_command_line_needs_at_the_pinned_versions(tmp_path: Path) -> None:
+    pinned = {
+        line.split("==")[0]: line for line in (ROOT / "requirements.txt").read_text().splitlines() if "==" in line
+    }
+    wanted = [pinned[name] for name in ("boto3", "pydantic", "PyYAML", "typer", "rich")]
+    assert sorted(installed_by(FABRIC_SCRIPT, tmp_path)) == sorted(wanted)
     assert os.access(ROOT / FABRIC_SCRIPT, os.X_OK)
