@@ -28,12 +28,15 @@ from config.catalog import CatalogError, get_instance_type
 from config.catalog.fabric_floors import fabric_floor
 from config.errors import ConfigError
 from config.fleets.fleet import FleetRole as Role
-from config.loader import CONFIG_DIR, load_environment
+from config.loader import CONFIG_DIR, display_path, load_environment
 from config.naming import ResourceNames
-from ops.fabric.jobs import JobError, JobRunner, Node, SsmJobRunner
+from ops.fabric import jobs
 from ops.fabric.judge import Verdict, judge, ring_pairs, slow_nodes, slow_pairs, waves
 from ops.fabric.parse import Table, parse
 from ops.fabric.report import FabricResult, print_json, print_tables
+from ops.job.context import JobContext, JobError
+from ops.job.nodes import Node
+from ops.preflight.aws import Aws
 from ops.status_command import aws_error_line
 
 #: The benchmark on the node (scripts/node is unpacked at /opt/gpu-platform/node): torchrun runs it by path.
@@ -62,13 +65,13 @@ def _table(outputs: dict[str, str]) -> Table:
 
 
 def measure(
-    runner: JobRunner, run_id: str, groups: list[list[Node]], command: str, gpus: int, timeout_s: float
+    context: JobContext, run_id: str, groups: list[list[Node]], command: str, gpus: int, timeout_s: float
 ) -> list[Table]:
     """Start one job per node group (groups run at the same time), wait for all, read each one's table."""
-    jobs = [(f"{run_id}-{i}" if len(groups) > 1 else run_id, nodes) for i, nodes in enumerate(groups)]
-    for job_id, nodes in jobs:
-        runner.start(job_id, nodes, command=command, procs_per_node=gpus)
-    states = runner.wait(jobs, timeout_s=timeout_s)
+    runs = [(f"{run_id}-{i}" if len(groups) > 1 else run_id, nodes) for i, nodes in enumerate(groups)]
+    for job_id, nodes in runs:
+        jobs.start(context, job_id, nodes, command=command, procs_per_node=gpus)
+    states = jobs.wait(context, runs, timeout_s=timeout_s)
     failed = [
         f"{key} ({s.get('result')}, exit {s.get('exit_code')})"
         for key, s in states.items()
@@ -76,7 +79,7 @@ def measure(
     ]
     if failed:
         raise JobError(f"the benchmark failed on {', '.join(failed)}; fix: read the job log (gpu-platform job logs)")
-    return [_table(runner.output(job_id, nodes)) for job_id, nodes in jobs]
+    return [_table(jobs.output(context, job_id, nodes)) for job_id, nodes in runs]
 
 
 def run_fabric_test(
@@ -92,12 +95,12 @@ def run_fabric_test(
     json_out: bool = False,
     config_dir: Path | None = None,
     session: Any = None,
-    runner: JobRunner | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
     """The check; the exit code as in the module docstring."""
     try:
-        environment = load_environment(env, config_dir or CONFIG_DIR)
+        folder = config_dir or CONFIG_DIR
+        environment = load_environment(env, folder)
         spec = next((f for f in environment.fleets if f.name == fleet), None)
         if spec is None or spec.role is not Role.TRAINING:
             known = ", ".join(f.name for f in environment.fleets if f.role is Role.TRAINING) or "none"
@@ -105,9 +108,9 @@ def run_fabric_test(
                 [f"config/{env}.yaml: fleets: {fleet!r} is not a training fleet; fix: use one of {known}"]
             )
         names = ResourceNames.of(environment)
-        session = session or open_session(environment.region)
-        runner = runner or SsmJobRunner(session, names, rendezvous_port=environment.jobs.rendezvous_port)
-        chosen = runner.nodes(fleet)[: nodes or None]
+        aws = Aws(session or open_session(environment.region))
+        context = JobContext(environment, aws, display_path(folder / f"{env}.yaml"))
+        chosen = jobs.fleet_nodes(context, spec)[: nodes or None]
         if len(chosen) < 2:
             line = f"fleet {fleet}: {len(chosen)} InService, healthy node(s); the fabric check needs two or more"
             print(f"{line}; fix: scale the fleet to at least 2 (or run it when training runs)", file=sys.stderr)
@@ -122,14 +125,14 @@ def run_fabric_test(
         command = bench_command(max_bytes, iters)
         run_id = f"fabric-{fleet}-{now().strftime('%Y%m%dT%H%M%S')}"
         expect_efa = spec.efa
-        whole = measure(runner, run_id, [chosen], command, gpus, timeout_s)[0]
+        whole = measure(context, run_id, [chosen], command, gpus, timeout_s)[0]
         verdict = judge(whole, floor, expect_efa=expect_efa)
         pair_list = ring_pairs([n.instance_id for n in chosen]) if pairs else []
         by_id = {n.instance_id: n for n in chosen}
         pair_verdicts: list[Verdict] = [Verdict("invalid", "not run")] * len(pair_list)
         for wave in waves(pair_list):
             groups = [[by_id[a], by_id[b]] for a, b in (pair_list[i] for i in wave)]
-            tables = measure(runner, f"{run_id}-w{len(wave)}x{wave[0]}", groups, command, gpus, timeout_s)
+            tables = measure(context, f"{run_id}-w{len(wave)}x{wave[0]}", groups, command, gpus, timeout_s)
             for index, table in zip(wave, tables, strict=True):
                 pair_verdicts[index] = judge(table, floor, expect_efa=expect_efa)
         slow = slow_pairs(pair_verdicts)
@@ -147,7 +150,7 @@ def run_fabric_test(
             slow_nodes=slow_nodes(pair_list, slow),
         )
         if verdict.busbw is not None:
-            publish(session, names, fleet, ",".join(instance_types), verdict.busbw)
+            publish(aws, names, fleet, ",".join(instance_types), verdict.busbw)
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2
@@ -164,8 +167,8 @@ def run_fabric_test(
     return result.exit_code
 
 
-def publish(session: Any, names: ResourceNames, fleet: str, instance_type: str, busbw: float) -> None:
-    session.client("cloudwatch").put_metric_data(
+def publish(aws: Aws, names: ResourceNames, fleet: str, instance_type: str, busbw: float) -> None:
+    aws.client("cloudwatch").put_metric_data(
         Namespace=names.metrics_namespace,
         MetricData=[
             {

@@ -1,176 +1,106 @@
-"""Run a job on fleet nodes through the environment's job document (SSM Run Command) and read its output.
+"""The fabric check's jobs, run the way ``gpu-platform job`` runs every job.
 
-``JobRunner`` is the small interface the fabric check needs; ``SsmJobRunner`` implements it with its own
-calls (Auto Scaling and EC2 describes, ``ssm:SendCommand`` of ``gpu-platform-<env>-job`` with Action
-start/status, ``ssm:GetCommandInvocation``, ``logs:FilterLogEvents`` on ``/gpu-platform/<env>/jobs``), so
-that the ``gpu-platform job`` commands' own node choice and send/wait can replace it.
+Nodes are ``ops.job.nodes.healthy_nodes`` of the fleet (InService and Healthy in the group, running, inside
+the group's placement group), the job document ``gpu-platform-<env>-job`` runs through ``ops.job.remote``
+(Action start, status, stop) and a job's output is its log streams ``<job>/<instance-id>`` in
+``/gpu-platform/<env>/jobs``, read by name with ``ops.job.logs.read_streams``. What is the fabric check's
+own: a benchmark never restarts (``MaxRestarts`` 0), the check waits for its jobs to end, and a job that
+outlives its time is stopped.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from botocore.exceptions import ClientError
+from config.fleets import Fleet
+from ops.job.context import JobContext, JobError
+from ops.job.logs import read_streams
+from ops.job.nodes import Node, healthy_nodes, rendezvous_endpoint
+from ops.job.remote import run_everywhere, send
 
-from config.naming import ResourceNames
-
-#: SSM invocation statuses that are not final yet.
-_PENDING = ("Pending", "InProgress", "Delayed")
+#: Seconds between two looks at the jobs (their status, an invocation that is not final yet).
+POLL_S = 10.0
+#: How long the nodes may take to answer Action=start.
+START_TIMEOUT_S = 300.0
 #: Job unit states (the runner's JSON ``state``) of a job that ended.
 ENDED = ("inactive", "failed")
 
 
-class JobError(RuntimeError):
-    """A job could not be started or followed: one line naming the node and the fix."""
+def fleet_nodes(context: JobContext, fleet: Fleet) -> list[Node]:
+    """The fleet's nodes that may run a job, by instance id."""
+    return healthy_nodes(context, fleet).nodes
 
 
-@dataclass(frozen=True)
-class Node:
-    instance_id: str
-    private_ip: str
-    instance_type: str
+def _reports(
+    context: JobContext, job_id: str, nodes: Sequence[Node], parameters: Mapping[str, str], timeout_s: float
+) -> dict[str, dict[str, Any]]:
+    """Run the job document on ``nodes``; each node's runner JSON line by instance id, or a ``JobError``."""
+    invocations = run_everywhere(
+        context,
+        [n.instance_id for n in nodes],
+        {"JobId": job_id, **parameters},
+        job_id,
+        poll_s=min(POLL_S, 2.0),
+        timeout_s=max(timeout_s, 0.0),
+    )
+    reports: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        invocation = invocations[node.instance_id]
+        if not invocation.done:
+            raise JobError(f"{node.instance_id}: the job document did not answer in time; fix: check the SSM agent")
+        report = invocation.report
+        if invocation.status != "Success" or report is None:
+            raise JobError(
+                f"{node.instance_id}: the job document failed ({invocation.error}); fix: see its command output in SSM"
+            )
+        reports[node.instance_id] = report
+    return reports
 
 
-class JobRunner(Protocol):
-    def nodes(self, fleet: str) -> list[Node]: ...
+def start(context: JobContext, job_id: str, nodes: Sequence[Node], *, command: str, procs_per_node: int) -> None:
+    """Start the job on every node; the rendezvous host is the node with the lowest instance id."""
+    parameters = {
+        "Action": "start",
+        "Nodes": str(len(nodes)),
+        "ProcsPerNode": str(procs_per_node),
+        "RendezvousEndpoint": rendezvous_endpoint(list(nodes), context.environment.jobs.rendezvous_port),
+        "WorkingDirectory": "/fsx",
+        "MaxRestarts": "0",  # a restarted benchmark would report a time that includes the restart
+        "Command": command,
+    }
+    _reports(context, job_id, nodes, parameters, START_TIMEOUT_S)
 
-    def start(self, job_id: str, nodes: Sequence[Node], *, command: str, procs_per_node: int) -> None: ...
 
-    def wait(self, job_ids: Sequence[tuple[str, Sequence[Node]]], *, timeout_s: float) -> dict[str, dict[str, Any]]: ...
+def wait(
+    context: JobContext, jobs: Sequence[tuple[str, Sequence[Node]]], *, timeout_s: float
+) -> dict[str, dict[str, Any]]:
+    """Poll Action=status until every node of every job ended; the last JSON per ``job/instance``. A job
+    still running after ``timeout_s`` is stopped (Action=stop) and the wait ends in a ``JobError``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states: dict[str, dict[str, Any]] = {}
+        for job_id, nodes in jobs:
+            left = deadline + 60 - time.monotonic()
+            for instance_id, report in _reports(context, job_id, nodes, {"Action": "status"}, left).items():
+                states[f"{job_id}/{instance_id}"] = report
+        if all(s.get("state") in ENDED for s in states.values()):
+            return states
+        if time.monotonic() > deadline:
+            for job_id, nodes in jobs:
+                send(context, [n.instance_id for n in nodes], {"Action": "stop", "JobId": job_id}, job_id)
+            raise JobError(
+                f"jobs {', '.join(j for j, _ in jobs)} still run after {timeout_s:g} s: stopped; "
+                "fix: raise --timeout or check the job log"
+            )
+        time.sleep(POLL_S)
 
-    def output(self, job_id: str, nodes: Sequence[Node]) -> dict[str, str]: ...
 
-
-#: Seconds between two looks at the jobs (their status, an invocation that is not final yet).
-POLL_S = 10.0
-
-
-class SsmJobRunner:
-    """``JobRunner`` over boto3; ``sleep`` and ``clock`` are injectable so tests do not wait."""
-
-    def __init__(
-        self,
-        session: Any,
-        names: ResourceNames,
-        *,
-        rendezvous_port: int,
-        poll_s: float | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._ssm = session.client("ssm")
-        self._session = session
-        self.names = names
-        self.port = rendezvous_port
-        self.poll_s = POLL_S if poll_s is None else poll_s
-        self.sleep, self.clock = sleep, clock
-
-    def nodes(self, fleet: str) -> list[Node]:
-        """InService, Healthy instances of the fleet's group, by instance id."""
-        group = self.names.asg_name(fleet)
-        groups = self._session.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[group])
-        if not groups["AutoScalingGroups"]:
-            raise JobError(f"Auto Scaling group {group} not found; fix: deploy the environment's Fleets stack")
-        ids = sorted(
-            i["InstanceId"]
-            for i in groups["AutoScalingGroups"][0]["Instances"]
-            if i["LifecycleState"] == "InService" and i["HealthStatus"] == "Healthy"
-        )
-        if not ids:
-            return []
-        found: dict[str, Node] = {}
-        pages = self._session.client("ec2").get_paginator("describe_instances").paginate(InstanceIds=ids)
-        for page in pages:
-            for reservation in page["Reservations"]:
-                for i in reservation["Instances"]:
-                    found[i["InstanceId"]] = Node(i["InstanceId"], i["PrivateIpAddress"], i["InstanceType"])
-        return [found[i] for i in ids if i in found]
-
-    def _send(self, action: str, job_id: str, nodes: Sequence[Node], **extra: str) -> str:
-        parameters = {"Action": [action], "JobId": [job_id], **{k: [v] for k, v in extra.items()}}
-        response = self._ssm.send_command(
-            DocumentName=self.names.job_document,
-            InstanceIds=[n.instance_id for n in nodes],
-            Parameters=parameters,
-            Comment=f"gpu-platform job {job_id}",
-        )
-        return str(response["Command"]["CommandId"])
-
-    def _invocation(self, command_id: str, node: Node, deadline: float) -> dict[str, Any]:
-        """The runner's JSON line of one node, once its invocation is final."""
-        while True:
-            try:
-                result = self._ssm.get_command_invocation(CommandId=command_id, InstanceId=node.instance_id)
-            except ClientError as err:  # the invocation appears a moment after SendCommand
-                if err.response.get("Error", {}).get("Code") != "InvocationDoesNotExist":
-                    raise
-                result = {"Status": "Pending"}
-            if result["Status"] not in _PENDING:
-                break
-            if self.clock() > deadline:
-                raise JobError(f"{node.instance_id}: the job document did not answer in time; fix: check the SSM agent")
-            self.sleep(min(self.poll_s, 2.0))
-        text = str(result.get("StandardOutputContent", "")).strip().splitlines()
-        try:
-            answer: dict[str, Any] = json.loads(text[-1]) if text else {}
-        except json.JSONDecodeError:
-            answer = {}
-        if result["Status"] != "Success" or not answer:
-            error = " ".join(str(result.get("StandardErrorContent", "")).split()) or result["Status"]
-            raise JobError(f"{node.instance_id}: the job document failed ({error}); fix: see its command output in SSM")
-        return answer
-
-    def start(self, job_id: str, nodes: Sequence[Node], *, command: str, procs_per_node: int) -> None:
-        """Start the job on every node; the rendezvous host is the node with the lowest instance id."""
-        host = min(nodes, key=lambda n: n.instance_id)
-        command_id = self._send(
-            "start",
-            job_id,
-            nodes,
-            Nodes=str(len(nodes)),
-            ProcsPerNode=str(procs_per_node),
-            RendezvousEndpoint=f"{host.private_ip}:{self.port}",
-            WorkingDirectory="/fsx",
-            MaxRestarts="0",  # a restarted benchmark would report a time that includes the restart
-            Command=command,
-        )
-        deadline = self.clock() + 300
-        for node in nodes:
-            self._invocation(command_id, node, deadline)
-
-    def wait(self, job_ids: Sequence[tuple[str, Sequence[Node]]], *, timeout_s: float) -> dict[str, dict[str, Any]]:
-        """Poll Action=status until every node of every job ended; the last JSON per ``job/instance``."""
-        deadline = self.clock() + timeout_s
-        while True:
-            states: dict[str, dict[str, Any]] = {}
-            for job_id, nodes in job_ids:
-                command_id = self._send("status", job_id, nodes)
-                for node in nodes:
-                    states[f"{job_id}/{node.instance_id}"] = self._invocation(command_id, node, deadline + 60)
-            if all(s.get("state") in ENDED for s in states.values()):
-                return states
-            if self.clock() > deadline:
-                for job_id, nodes in job_ids:
-                    self._send("stop", job_id, nodes)
-                raise JobError(
-                    f"jobs {', '.join(j for j, _ in job_ids)} still run after {timeout_s:g} s: stopped; "
-                    "fix: raise --timeout or check the job log"
-                )
-            self.sleep(self.poll_s)
-
-    def output(self, job_id: str, nodes: Sequence[Node]) -> dict[str, str]:
-        """Each node's job log stream (``<job>/<instance-id>``) as text, by instance id."""
-        streams = {self.names.job_log_stream(job_id, n.instance_id): n.instance_id for n in nodes}
-        lines: dict[str, list[str]] = {n.instance_id: [] for n in nodes}
-        logs = self._session.client("logs")
-        pages = logs.get_paginator("filter_log_events").paginate(
-            logGroupName=self.names.job_log_group, logStreamNames=list(streams)
-        )
-        for page in pages:
-            for event in page["events"]:
-                lines[streams[event["logStreamName"]]].append(event["message"].rstrip("\n"))
-        return {node: "\n".join(text) for node, text in lines.items()}
+def output(context: JobContext, job_id: str, nodes: Sequence[Node]) -> dict[str, str]:
+    """Each node's job log stream (``<job>/<instance-id>``) as text, by instance id."""
+    names = [context.names.job_log_stream(job_id, n.instance_id) for n in nodes]
+    lines: dict[str, list[str]] = {n.instance_id: [] for n in nodes}
+    for line in read_streams(context, names):
+        lines[line.instance_id].append(line.message)
+    return {node: "\n".join(text) for node, text in lines.items()}

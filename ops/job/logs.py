@@ -61,7 +61,12 @@ def streams(context: JobContext, job_id: str) -> list[str]:
 
 def read(context: JobContext, job_id: str, start_ms: int | None = None) -> list[Line]:
     """Every event of the job's streams from ``start_ms`` on (all of them when None), oldest first."""
-    names = streams(context, job_id)
+    return read_streams(context, streams(context, job_id), start_ms)
+
+
+def read_streams(context: JobContext, names: list[str], start_ms: int | None = None) -> list[Line]:
+    """Every event of the named streams of the job log group (``<JobId>/<instance-id>``), oldest first; a
+    caller that knows the job's nodes names their streams and needs no DescribeLogStreams."""
     events: list[dict[str, Any]] = []
     for first in range(0, len(names), MAX_STREAMS_PER_CALL):
         options: dict[str, Any] = {

@@ -224,6 +224,19 @@ def test_a_slow_node_fails_the_check_and_is_named(aws, capsys, tmp_path) -> None
     assert report["slow_nodes"] == [nodes[1]["id"]]
 
 
+def test_nodes_are_chosen_as_job_run_chooses_them(aws, capsys, tmp_path) -> None:
+    """A node the group still lists InService but EC2 no longer runs is left out, as ``job run`` leaves it."""
+    nodes = deploy_training(aws, 3)
+    aws.client("ec2").stop_instances(InstanceIds=[nodes[0]["id"]])
+    fake = FakeNodes(aws)
+    code, report, err = run(aws, capsys, tmp_path, pairs=False)
+    assert (code, err) == (0, "")
+    (start,) = _starts(fake)
+    assert sorted(start["InstanceIds"]) == [nodes[1]["id"], nodes[2]["id"]] == report["nodes"]
+    assert start["Parameters"]["RendezvousEndpoint"] == [f"{nodes[1]['ip']}:29400"]
+    assert start["TimeoutSeconds"] == 120  # ops/job/remote.py's delivery timeout
+
+
 def test_fewer_than_two_nodes_cannot_run_unless_idle_is_allowed(aws, capsys, tmp_path) -> None:
     deploy_training(aws, 1)
     fake = FakeNodes(aws)

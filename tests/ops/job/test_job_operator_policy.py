@@ -166,16 +166,18 @@ def requests(names: ResourceNames, region: str, account: str) -> dict[str, list[
     }
 
 
-def test_the_scan_reads_each_form_of_call() -> None:
+def test_the_scan_reads_each_form_of_call(tmp_path: Path) -> None:
     assert scan(ROOT / "ops/job/remote.py") == {("ssm", "send_command"), ("ssm", "get_command_invocation")}
     assert scan(ROOT / "ops/job/history.py") == {("ssm", "list_commands")}
-    assert scan(ROOT / "ops/fabric/jobs.py") == {
-        ("ssm", "send_command"),
-        ("ssm", "get_command_invocation"),
+    assert scan(ROOT / "ops/job/nodes.py") == {
         ("autoscaling", "describe_auto_scaling_groups"),
         ("ec2", "describe_instances"),
-        ("logs", "filter_log_events"),
     }
+    assert scan(ROOT / "ops/fabric/command.py") == {("cloudwatch", "put_metric_data")}
+    assert scan(ROOT / "ops/fabric/jobs.py") == set()  # the fabric check calls AWS through ops/job
+    paginated = tmp_path / "paginated.py"
+    paginated.write_text('logs = session.client("logs")\nlogs.get_paginator("filter_log_events").paginate()\n')
+    assert scan(paginated) == {("logs", "filter_log_events")}
     assert iam_actions({("logs", "describe_log_streams")}) == {"logs:DescribeLogStreams"}
     with pytest.raises(AssertionError, match="not an API call"):
         iam_actions({("ssm", "send_commands")})
