@@ -1,14 +1,17 @@
-"""Configs built in tmp_path from the test configs, and the CLI run in-process."""
+"""Configs built in tmp_path from the test configs, the CLI run in-process, and a moto account."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 import yaml
+from moto import mock_aws
 
 from ops.cli import main
 
@@ -32,3 +35,18 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+@contextmanager
+def moto_session(monkeypatch: pytest.MonkeyPatch, *, account: str, region: str) -> Iterator[boto3.session.Session]:
+    """A boto3 session on moto as ``account`` in ``region``, with fake credentials in the environment (for the
+    commands, which make their own sessions)."""
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": region,
+        "MOTO_ACCOUNT_ID": account,
+    }.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        yield boto3.session.Session(region_name=region)

@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
-from moto import mock_aws
 from moto.ec2.models import ec2_backends
 
 from ops.status_command import NO_CREDENTIALS, status_command
+from tests.ops.helpers import moto_session
 from tests.synth import TEST_CONFIG_DIR
 
 ACCOUNT = "111111111111"  # tests/fixtures/config/dev.yaml
@@ -27,15 +27,8 @@ AMI_PARAMETER = "/imagebuilder/gpu-platform/dev/ami/latest"
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch):
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "MOTO_ACCOUNT_ID": ACCOUNT,
-    }.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        yield boto3.session.Session(region_name=REGION)
+    with moto_session(monkeypatch, account=ACCOUNT, region=REGION) as session:
+        yield session
 
 
 def inference(status: dict) -> dict:

@@ -16,9 +16,10 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 from moto.ec2.models import ec2_backends
 from moto.ssm.models import SimpleSystemManagerBackend
+
+from tests.ops.helpers import moto_session
 
 ACCOUNT = "222222222222"  # tests/fixtures/config/staging.yaml
 REGION = "us-east-1"
@@ -109,15 +110,8 @@ def nodes(monkeypatch: pytest.MonkeyPatch) -> FakeNodes:
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch):
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "MOTO_ACCOUNT_ID": ACCOUNT,
-    }.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        yield boto3.session.Session(region_name=REGION)
+    with moto_session(monkeypatch, account=ACCOUNT, region=REGION) as session:
+        yield session
 
 
 @dataclass

@@ -23,13 +23,12 @@ from typing import Any
 import boto3
 import pytest
 import typer
-from moto import mock_aws
 from typer.testing import CliRunner
 
 from ops.fabric import command as fabric_command
 from ops.fabric.command import bench_command, fabric_test, run_fabric_test
 from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
-from tests.ops.helpers import config_dir
+from tests.ops.helpers import config_dir, moto_session
 
 # isort: split
 from fabric.allreduce_bench import footer_lines, format_row, header_lines, measure, message_sizes
@@ -116,15 +115,7 @@ class FakeNodes:
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch):
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "MOTO_ACCOUNT_ID": ACCOUNT,
-    }.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        session = boto3.session.Session(region_name=REGION)
+    with moto_session(monkeypatch, account=ACCOUNT, region=REGION) as session:
         session.client("logs").create_log_group(logGroupName=LOG_GROUP)
         yield session
 
