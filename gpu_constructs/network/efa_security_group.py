@@ -6,7 +6,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from gpu_constructs.compliance.acknowledge import acknowledge
-from gpu_constructs.network.security_groups import keep_default_egress_closed
+from gpu_constructs.network.security_groups import members_only
 
 
 class EfaSecurityGroup(Construct):
@@ -30,9 +30,9 @@ class EfaSecurityGroup(Construct):
             description="EFA: all traffic between members of this group only",
             allow_all_outbound=False,
         )
-        self.security_group.add_ingress_rule(self.security_group, ec2.Port.all_traffic(), "EFA from group members")
-        self.security_group.add_egress_rule(self.security_group, ec2.Port.all_traffic(), "EFA to group members")
-        keep_default_egress_closed(self.security_group)
+        members_only(
+            self.security_group, ec2.Port.all_traffic(), ingress="EFA from group members", egress="EFA to group members"
+        )
         acknowledge(
             self.security_group,
             "NIST.800.53.R5-EC2RestrictedCommonPorts",

@@ -27,3 +27,12 @@ def keep_default_egress_closed(group: ec2.SecurityGroup) -> None:
     """
     cfn_group = cfn_child(group, ec2.CfnSecurityGroup)
     cfn_group.add_property_override("SecurityGroupEgress", [NO_TRAFFIC_EGRESS])
+
+
+def members_only(group: ec2.SecurityGroup, port: ec2.Port, *, ingress: str, egress: str) -> None:
+    """``port`` in from and out to the group's own members, and nothing else (the EFA and training groups)."""
+    group.add_ingress_rule(group, port, ingress)
+    group.add_egress_rule(group, port, egress)
+    # Both rules name the group itself, so CDK makes them separate resources: keep EC2's default
+    # allow-all egress off the group.
+    keep_default_egress_closed(group)

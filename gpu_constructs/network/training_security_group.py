@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from gpu_constructs.network.security_groups import keep_default_egress_closed
+from gpu_constructs.network.security_groups import members_only
 
 #: TCP between the nodes of a training job: torchrun's c10d rendezvous (``jobs.rendezvous_port``, 1024 or
 #: above), the MASTER_PORT torchrun gives its workers, and the connections of NCCL's and gloo's bootstrap and
@@ -35,10 +35,9 @@ class TrainingSecurityGroup(Construct):
             description="Training nodes: TCP 1024-65535 between members of this group only",
             allow_all_outbound=False,
         )
-        group = self.security_group
-        training = ec2.Port.tcp_range(*TRAINING_TCP_PORTS)
-        group.add_ingress_rule(group, training, "Training jobs: rendezvous and NCCL from other training nodes")
-        group.add_egress_rule(group, training, "Training jobs: rendezvous and NCCL to other training nodes")
-        # Both rules name the group itself, so CDK makes them separate resources: keep EC2's default
-        # allow-all egress off the group.
-        keep_default_egress_closed(group)
+        members_only(
+            self.security_group,
+            ec2.Port.tcp_range(*TRAINING_TCP_PORTS),
+            ingress="Training jobs: rendezvous and NCCL from other training nodes",
+            egress="Training jobs: rendezvous and NCCL to other training nodes",
+        )
