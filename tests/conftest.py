@@ -16,7 +16,10 @@ os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ['
 os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
 
 from config.loader import CONFIG_DIR  # noqa: E402
+from tests.botocore_models import share_loaded_models  # noqa: E402
 from tests.synth import Synth, synthesize  # noqa: E402 - after PATH is set
+
+share_loaded_models()
 
 
 def pytest_configure(config: pytest.Config) -> None:
