@@ -75,17 +75,17 @@ lint-templates:
 	$(VENV)/bin/cfn-lint
 	@echo "cfn-lint: $$(find cdk.out -name '*.template.json' | wc -l) templates clean"
 
-## test: the whole suite on two workers (pytest-xdist; one shared synth per worker)
+## test: ruff, mypy, then the whole suite on three pytest-xdist workers (work stealing; one shared synth per worker)
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy config gpu_constructs stacks scripts examples app.py $(wildcard ops)
-	$(PY) -m pytest -n 3
+	$(PY) -m pytest -n 3 --dist worksteal
 
 ## test-fast: the suite without the tests marked slow (CLI synth, cfn-lint, the shipped-config copy, timed node flows)
 .PHONY: test-fast
 test-fast: setup
-	$(PY) -m pytest -n 3 -m "not slow"
+	$(PY) -m pytest -n 3 --dist worksteal -m "not slow"
 
 ## lint: ruff check and ruff format --check
 lint: setup

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,11 @@ os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ['
 # moto server): seconds of CPU a test here never reads (the tests register the images they look up).
 # Also set for the node scripts' subprocesses, which inherit it.
 os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+# The suite starts Python hundreds of times (node scripts, the app, pytest's workers): with bytecode
+# caching off (PYTHONDONTWRITEBYTECODE), each start compiles the project's modules again and pytest
+# rewrites every test module's asserts again. The caches go to __pycache__/, which git ignores.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 from config.loader import CONFIG_DIR  # noqa: E402
 from tests.botocore_models import share_loaded_models  # noqa: E402
