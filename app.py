@@ -89,8 +89,10 @@ def build(app: App) -> App:
     return add_pipeline(app, pipeline, load_platform(pipeline.promotion, folder))
 
 
-def main() -> int:
-    app = platform_app()  # the CLI passes cdk.json's context, -c values and the output folder
+def main(app: App | None = None) -> int:
+    """Build and synthesize ``app`` (by default the App the CDK CLI describes: cdk.json's context, -c values
+    and the output folder, through the environment); 2 on a config mistake, 1 on a rule finding."""
+    app = app or platform_app()
     # The CLI asks the app not to fail on rule findings; this project's synth must.
     app.node.set_context(FAIL_ON_FINDINGS, True)
     try:

@@ -7,10 +7,7 @@ thing and checks the complete ``ConfigError`` lines. The end-to-end tests run
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,9 +17,8 @@ import yaml
 
 import config
 from config.loader import CONFIG_DIR
+from tests.app_runs import run_app, run_app_process
 from tests.synth import TEST_CONFIG_DIR
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -529,22 +525,7 @@ def test_non_rfc1918_special_ranges_are_refused(tmp_path: Path, monkeypatch: pyt
 
 
 # --- end to end: app.py exits 2 with only the config lines on stderr ----------------------
-
-
-def run_app(context: dict[str, Any], outdir: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{REPO_ROOT / 'node_modules' / '.bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["CDK_CONTEXT_JSON"] = json.dumps(context)
-    env["CDK_OUTDIR"] = str(outdir)
-    return subprocess.run(
-        [sys.executable, "app.py"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+# One test runs the process the CLI starts; the others call app.main in this process (tests/app_runs.py).
 
 
 def assert_config_failure(result: subprocess.CompletedProcess[str], expected: str) -> None:
@@ -605,7 +586,7 @@ def test_app_exits_2_on_missing_environment(tmp_path: Path) -> None:
     # With a qa.yaml present this would become a full synth; fail fast instead.
     assert not (CONFIG_DIR / "qa.yaml").exists()
 
-    result = run_app({"env": "qa"}, tmp_path / "out")
+    result = run_app_process({"env": "qa"}, tmp_path / "out")  # the process the CLI starts: exit 2, only the line
 
     assert_config_failure(
         result,

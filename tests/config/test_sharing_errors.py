@@ -17,7 +17,8 @@ import yaml
 import config
 from config.loader import CONFIG_DIR
 from config.sharing import AmiSource, AmiTarget, ImageSharing
-from tests.config.test_config_errors import REPO_ROOT, run_app, write_env
+from tests.app_runs import run_app
+from tests.config.test_config_errors import write_env
 
 Configs = dict[str, dict[str, Any]]
 Change = Callable[[Configs], None]
@@ -187,4 +188,3 @@ def test_app_exits_2_when_the_environments_it_shares_with_have_no_file(tmp_path:
         f"fix: remove it or add {name}.yaml"
         for i, name in enumerate(("staging", "prod"))
     ]
-    assert REPO_ROOT.is_dir()

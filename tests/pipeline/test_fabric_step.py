@@ -19,7 +19,8 @@ from config.pipeline_schema import PIPELINE_FILE, fabric_check_trust
 from gpu_constructs.pipeline.pipeline_steps import FABRIC_RUN_TIMEOUT_S, FABRIC_SCRIPT
 from stacks.compliance import FAIL_ON_FINDINGS, platform_app
 from stacks.pipeline_stack import PIPELINE_STACK_NAME
-from tests.config.test_config_errors import assert_config_failure, run_app
+from tests.app_runs import run_app
+from tests.config.test_config_errors import assert_config_failure
 from tests.iam_documents import Resolver
 from tests.ops.helpers import config_dir
 from tests.pipeline.test_ci_scripts import ROOT, _env, _executable, installed_by

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.config.test_config_errors import assert_config_failure, run_app, valid_dev, write_env
+from tests.app_runs import run_app
+from tests.config.test_config_errors import assert_config_failure, valid_dev, write_env
 from tests.pipeline.test_pipeline_config import valid_pipeline, write_config
 
 
