@@ -1,12 +1,18 @@
-"""One parse of each botocore data file per test process, instead of one per boto3 session.
+"""What botocore builds once per session, built once per test process instead.
 
 A CLI run builds a fresh boto3 session, and a session's loader parses the service models it needs
-(ec2's alone is megabytes of JSON). A real command does that once per process; the suite runs
-hundreds of commands in one process, and re-parsing the same files was a third of its CPU.
-Loaders here share what they loaded, keyed by their class and search paths as well as by what
-was asked, so a loader with other search paths (moto's) never sees another's data. A loaded model
-is what one session already shares between all its clients, so sharing it between sessions
-changes nothing a test can observe.
+(ec2's alone is megabytes of JSON), then makes one method per operation for each client class
+(ec2 has hundreds). A real command does that once per process; the suite runs hundreds of commands
+in one process, and doing it again each time was a third of its CPU.
+
+- Loaders share what they loaded, keyed by their class and search paths as well as by what was
+  asked, so a loader with other search paths (moto's) never sees another's data. A loaded model is
+  what one session already shares between all its clients.
+- A client class's operation methods (each only calls ``self._make_api_call(<operation>, kwargs)``)
+  are made once per service and operation list. The class itself is still made per session, with
+  that session's ``creating-client-class`` handlers, from a copy of those methods.
+
+Neither changes anything a test can observe.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from botocore.client import ClientCreator
 from botocore.loaders import Loader
 
 _LOADED: dict[Hashable, Any] = {}
+_METHODS: dict[Hashable, dict[str, Any]] = {}
 
 
 class _SharedCache:
@@ -40,14 +48,22 @@ class _SharedCache:
 
 
 def share_loaded_models() -> None:
-    """Make every botocore loader made from now on in this process share what it loads."""
+    """Make botocore's loaders and client creators share, from now on in this process, what they build."""
     if getattr(Loader, "_shares_models", False):
         return
     original_init = Loader.__init__
+    original_methods = ClientCreator._create_methods
 
     def init(self: Loader, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         self._cache = _SharedCache(self)  # type: ignore[assignment]
 
+    def create_methods(self: ClientCreator, service_model: Any) -> dict[str, Any]:
+        key = (service_model.service_name, tuple(service_model.operation_names))
+        if key not in _METHODS:
+            _METHODS[key] = original_methods(self, service_model)
+        return dict(_METHODS[key])  # the class's own copy: creating-client-class handlers add to it
+
     Loader.__init__ = init  # type: ignore[method-assign]
+    ClientCreator._create_methods = create_methods  # type: ignore[method-assign]
     Loader._shares_models = True  # type: ignore[attr-defined]
