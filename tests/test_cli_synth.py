@@ -24,6 +24,11 @@ def _clean_env(home: Path) -> dict[str, str]:
     env["HOME"] = str(home)  # no ~/.aws/credentials or config either
     env["PATH"] = f"{NODE_BIN}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env["CDK_DISABLE_CLI_TELEMETRY"] = "true"
+    # jsii's package cache (under the real HOME unless set) holds unpacked npm packages, no credentials;
+    # without it the app would unpack aws-cdk-lib again, about 10 s of CPU.
+    env["JSII_RUNTIME_PACKAGE_CACHE_ROOT"] = os.environ.get("JSII_RUNTIME_PACKAGE_CACHE_ROOT") or str(
+        Path.home() / ".cache" / "aws" / "jsii" / "package-cache"
+    )
     return env
 
 
