@@ -12,7 +12,7 @@ import pytest
 
 from config import load_environment
 from gpu_constructs.pipeline.pipeline_steps import CHECK_SCRIPT, SYNTH_SCRIPT
-from stacks.compliance import rule_packs
+from stacks.compliance import FAIL_ON_FINDINGS
 from stacks.pipeline_stack import PIPELINE_STACK_NAME, PYTHON_VERSION
 from tests.pipeline.conftest import PipelineSynth
 from tests.synth import ROOT
@@ -247,12 +247,11 @@ def test_pipeline_stack_runs_in_the_tooling_account_with_its_tags(pipeline_synth
 # --- rule packs and cfn-lint ---------------------------------------------------------------------------------
 
 
-def test_rule_packs_find_nothing_unacknowledged_on_the_pipeline_app(pipeline_synth: PipelineSynth) -> None:
-    for pack in rule_packs(pipeline_synth.app):
-        report = pack.validate_scope(pipeline_synth.stack)
-        assert report.success, [
-            (v.rule_name, [r.construct_path for r in v.violating_resources]) for v in report.violations
-        ]
+def test_the_pipeline_synth_fails_on_any_finding(pipeline_synth: PipelineSynth) -> None:
+    """``app.build`` enforced the rule packs on the pipeline app, with FAIL_ON_FINDINGS set (tests/pipeline/conftest.py):
+    an unacknowledged finding fails that synth, and with it every test here."""
+    assert pipeline_synth.app.node.try_get_context(FAIL_ON_FINDINGS) is True
+    assert json.loads((pipeline_synth.outdir / "validation-report.json").read_text())["pluginReports"] == []
 
 
 def test_every_acknowledgment_on_the_pipeline_names_a_reason(pipeline_synth: PipelineSynth) -> None:
