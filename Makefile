@@ -75,7 +75,7 @@ lint-templates:
 	$(VENV)/bin/cfn-lint
 	@echo "cfn-lint: $$(find cdk.out -name '*.template.json' | wc -l) templates clean"
 
-## test: ruff, mypy, then the whole suite on three pytest-xdist workers (work stealing; one shared synth per worker)
+## test: ruff, mypy, then the whole suite on three pytest-xdist workers (work stealing; each synth shared by all of them)
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

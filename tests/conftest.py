@@ -1,4 +1,4 @@
-"""Shared fixtures: the whole app is synthesized once per test session."""
+"""Shared fixtures: the whole app is synthesized once per test run (tests/synth.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ sys.dont_write_bytecode = False
 
 from config.loader import CONFIG_DIR  # noqa: E402
 from tests.botocore_models import share_loaded_models  # noqa: E402
-from tests.synth import Synth, synthesize  # noqa: E402 - after PATH is set
+from tests.synth import Synth, synthesize_once  # noqa: E402 - after PATH is set
 
 share_loaded_models()
 
@@ -38,11 +38,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """Every environment of the test configs (tests/fixtures/config/), synthesized once."""
-    return synthesize(tmp_path_factory.mktemp("cdk.out"))
+    """Every environment of the test configs (tests/fixtures/config/), synthesized once per run."""
+    return synthesize_once(tmp_path_factory, "cdk.out")
 
 
 @pytest.fixture(scope="session")
 def shipped_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """Every environment of the shipped config/: for the snapshot tests only."""
-    return synthesize(tmp_path_factory.mktemp("shipped-cdk.out"), CONFIG_DIR)
+    return synthesize_once(tmp_path_factory, "shipped-cdk.out", CONFIG_DIR)

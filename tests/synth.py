@@ -1,15 +1,22 @@
-"""One synthesized cloud assembly of every environment, shared by the whole test session."""
+"""One synthesized cloud assembly of every environment, shared by the whole test run.
+
+A cloud assembly is files: the first pytest-xdist worker that needs one synthesizes it, the others
+wait for it and read the same folder (``build_once``), so a run pays for each synth once, not once
+per worker."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import App
+import pytest
 from aws_cdk.assertions import Template
 
 from app import add_platform
@@ -57,9 +64,9 @@ class StackTemplate:
 
 @dataclass
 class Synth:
-    app: App
     outdir: Path
     environments: dict[str, Environment]
+    context: dict[str, Any]  # what the App was given: cdk.json's flags, the CLI's settings, FAIL_ON_FINDINGS
     stacks: dict[str, StackTemplate] = field(default_factory=dict)
 
     def stack(self, env: str, name: str) -> StackTemplate:
@@ -69,20 +76,54 @@ class Synth:
         return json.loads((self.outdir / "validation-report.json").read_text())
 
 
+def synth_context() -> dict[str, Any]:
+    """The context ``app.py`` runs with under ``make synth``: findings of the rule packs fail the synth."""
+    return {**cdk_json_context(), FAIL_ON_FINDINGS: True}
+
+
 def synthesize(outdir: Path, config_dir: Path = TEST_CONFIG_DIR) -> Synth:
     """Synthesize every environment of ``config_dir`` exactly as ``app.py`` does, into ``outdir``."""
     platform = load_platform(config_dir=config_dir)
-    environments = platform.selected_environments
-    context = cdk_json_context()
-    context[FAIL_ON_FINDINGS] = True
+    context = synth_context()
     app = platform_app(context=context, outdir=str(outdir))
-    add_platform(app, environments, platform=platform).synth()
-    return collect_stacks(app, outdir, environments)
+    add_platform(app, platform.selected_environments, platform=platform).synth()
+    return collect_stacks(outdir, platform.selected_environments, context)
 
 
-def collect_stacks(app: App, outdir: Path, environments: list[Environment]) -> Synth:
-    """Index the stack templates of a synthesized cloud assembly by stack name."""
-    result = Synth(app=app, outdir=outdir, environments={e.name: e for e in environments})
+def synthesize_once(factory: pytest.TempPathFactory, name: str, config_dir: Path = TEST_CONFIG_DIR) -> Synth:
+    """``synthesize`` into a folder the workers of this run share: synthesized by the first one that asks."""
+
+    def build(folder: Path) -> None:
+        synthesize(folder, config_dir)
+
+    outdir = build_once(factory, name, build)
+    return collect_stacks(outdir, load_platform(config_dir=config_dir).selected_environments, synth_context())
+
+
+def build_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder ``name`` that ``build`` fills, built once per test run however many xdist workers ask.
+
+    Each worker's temporary folder sits in the run's own; the first worker takes a lock there and
+    builds, the others wait on the lock and find the folder done. A build that raises leaves no
+    "done" mark, so each worker that asks tries again and reports the error itself.
+    """
+    base = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder, done = base / name, base / f"{name}.done"
+    with (base / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
+def collect_stacks(outdir: Path, environments: list[Environment], context: dict[str, Any]) -> Synth:
+    """Index the stack templates of a synthesized cloud assembly (made with ``context``) by stack name."""
+    result = Synth(outdir=outdir, environments={e.name: e for e in environments}, context=context)
     for env in environments:
         assembly = outdir / f"assembly-{env.name}"
         manifest = json.loads((assembly / "manifest.json").read_text())

@@ -14,8 +14,8 @@ import yaml
 
 from app import add_platform
 from config import load_environment
-from stacks.compliance import FAIL_ON_FINDINGS, platform_app
-from tests.synth import TEST_CONFIG_DIR, StackTemplate, Synth, cdk_json_context, collect_stacks
+from stacks.compliance import platform_app
+from tests.synth import TEST_CONFIG_DIR, StackTemplate, Synth, build_once, collect_stacks, synth_context
 
 EXTRA_FLEETS = [
     {
@@ -84,12 +84,11 @@ def fleet_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     data["fleets"] = data["fleets"] + EXTRA_FLEETS
     (config_dir / "dev.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     env = load_environment("dev", config_dir)
-    outdir = tmp_path_factory.mktemp("fleet-cdk.out")
-    context = cdk_json_context()
-    context[FAIL_ON_FINDINGS] = True
-    app = platform_app(context=context, outdir=str(outdir))
-    add_platform(app, [env]).synth()
-    return collect_stacks(app, Path(outdir), [env])
+
+    def build(outdir: Path) -> None:
+        add_platform(platform_app(context=synth_context(), outdir=str(outdir)), [env]).synth()
+
+    return collect_stacks(build_once(tmp_path_factory, "fleet-cdk.out", build), [env], synth_context())
 
 
 def fleets_stack(synth: Synth, env: str = "dev") -> StackTemplate:

@@ -17,7 +17,7 @@ import app as cdk_app
 from config import ConfigError, load_environment
 from config.pipeline_schema import PIPELINE_FILE, fabric_check_trust
 from gpu_constructs.pipeline.pipeline_steps import FABRIC_RUN_TIMEOUT_S, FABRIC_SCRIPT
-from stacks.compliance import FAIL_ON_FINDINGS, platform_app
+from stacks.compliance import platform_app
 from stacks.pipeline_stack import PIPELINE_STACK_NAME
 from tests.app_runs import run_app
 from tests.config.test_config_errors import assert_config_failure
@@ -27,7 +27,7 @@ from tests.pipeline.test_ci_scripts import ROOT, _env, _executable, installed_by
 from tests.pipeline.test_pipeline_config import valid_pipeline
 from tests.policy_eval import ALLOW, Request, decide, explain
 from tests.role_policies import roles
-from tests.synth import cdk_json_context, collect_stacks
+from tests.synth import build_once, cdk_json_context, collect_stacks, synth_context
 from tests.unit.test_role_boundaries import _requests
 
 TOOLING = "444444444444"
@@ -92,14 +92,16 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """``cdk synth -c pipeline=true`` of dev then staging, the fabric check on staging only."""
     tmp = tmp_path_factory.mktemp("fabric")
     folder = with_pipeline(config_dir(tmp), promotion=["dev", "staging"], fabric_check=["staging"])
-    context = {**cdk_json_context(), "pipeline": "true", "config_dir": str(folder), FAIL_ON_FINDINGS: True}
-    outdir = tmp / "out"
-    app = platform_app(context=context, outdir=str(outdir))
-    cdk_app.build(app)
-    app.synth()
+    context = {**synth_context(), "pipeline": "true", "config_dir": str(folder)}
 
+    def build(outdir: Path) -> None:
+        app = platform_app(context=context, outdir=str(outdir))
+        cdk_app.build(app)
+        app.synth()
+
+    outdir = build_once(tmp_path_factory, "fabric-pipeline.out", build)
     environments = [load_environment(name, folder) for name in ("dev", "staging")]
-    envs = collect_stacks(app, outdir, environments)
+    envs = collect_stacks(outdir, environments, context)
     return {
         "pipeline": json.loads((outdir / f"{PIPELINE_STACK_NAME}.template.json").read_text()),
         "dev": envs.stack("dev", "Fleets").json,

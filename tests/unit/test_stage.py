@@ -62,7 +62,7 @@ def test_the_suites_synth_fails_on_any_finding(synth: Synth) -> None:
     enforces them, with FAIL_ON_FINDINGS set), so an unacknowledged finding fails that synth and every test that
     uses it; running the packs again here would check the same constructs twice. test_a_finding_fails_synth
     shows the enforcement stops a synth."""
-    assert synth.app.node.try_get_context(FAIL_ON_FINDINGS) is True
+    assert synth.context[FAIL_ON_FINDINGS] is True
     assert synth.validation_report()["pluginReports"] == []  # every pack passed
 
 
