@@ -3,8 +3,13 @@
 ``run_app_process`` is what ``cdk synth`` does: a new Python with the context in CDK_CONTEXT_JSON,
 its exit status and stderr as they are. ``run_app`` calls the same ``app.main`` with an App built
 from the same context, in this process, for the many config mistakes whose only difference is the
-line they print: a new process costs about a second of CPU (Python, aws_cdk, a jsii runtime) that
-says nothing more once one test has shown the process exits 2 with only those lines.
+line they print: a new process costs about a second of CPU (Python, aws_cdk, a jsii runtime).
+
+In this process stderr is what ``main`` printed, plus a line for each warning and each logged
+warning or error a real process would have printed. What the jsii runtime forwards from node comes
+on a thread of its own and may land after the call: the real process is therefore run for a mistake
+found while reading the config (tests/config/test_config_errors.py) and for one found while the
+stages are built (tests/pipeline/test_fabric_step.py).
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +53,24 @@ def run_app(context: dict[str, Any], outdir: Path) -> subprocess.CompletedProces
 
     An exception ``main`` lets through fails the test with its traceback, as it would print one.
     """
-    stderr, stdout = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
-        code = app_module.main(platform_app(context=context, outdir=str(outdir)))
-    return subprocess.CompletedProcess(["app.py"], code, stdout.getvalue(), stderr.getvalue())
+    stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)  # with .buffer, like sys.stderr
+    stdout = io.StringIO()
+    logged = logging.StreamHandler(stderr)
+    logged.setLevel(logging.WARNING)  # what logging's last-resort handler prints in a process without a config
+    root = logging.getLogger()
+    root.addHandler(logged)
+    try:
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(stderr):
+            warnings.simplefilter("always")
+            with contextlib.redirect_stdout(stdout):
+                code = app_module.main(platform_app(context=context, outdir=str(outdir)))
+    finally:
+        root.removeHandler(logged)
+    shown = [w for w in caught if not issubclass(w.category, HIDDEN_BY_DEFAULT)]
+    text = stderr.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
+    text += "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno) for w in shown)
+    return subprocess.CompletedProcess(["app.py"], code, stdout.getvalue(), text)
+
+
+#: Warnings Python's default filters keep off stderr in a script's imports (``python app.py``).
+HIDDEN_BY_DEFAULT = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)

@@ -5,14 +5,15 @@ A CLI run builds a fresh boto3 session, and a session's loader parses the servic
 (ec2 has hundreds). A real command does that once per process; the suite runs hundreds of commands
 in one process, and doing it again each time was a third of its CPU.
 
-- Loaders share what they loaded, keyed by their class and search paths as well as by what was
-  asked, so a loader with other search paths (moto's) never sees another's data. A loaded model is
+- Loaders share what they loaded, keyed by their class, file loader, extras and search paths as
+  well as by what was asked, so a loader with other search paths (moto's) never sees another's data. A loaded model is
   what one session already shares between all its clients.
 - A client class's operation methods (each only calls ``self._make_api_call(<operation>, kwargs)``)
   are made once per service and operation list. The class itself is still made per session, with
   that session's ``creating-client-class`` handlers, from a copy of those methods.
 
-Neither changes anything a test can observe.
+Neither changes what a client sends, receives or raises. (A shared method's docstring is rendered
+with the first session's documentation handlers; no test reads one.)
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ class _SharedCache:
         self._loader = loader
 
     def _key(self, key: Hashable) -> Hashable:
-        paths = tuple(dict.fromkeys(self._loader.search_paths))
-        return (type(self._loader), paths, key)
+        loader = self._loader
+        paths = tuple(dict.fromkeys(loader.search_paths))
+        return (type(loader), type(loader.file_loader), tuple(loader.extras_types), paths, key)
 
     def __contains__(self, key: Hashable) -> bool:
         return self._key(key) in _LOADED

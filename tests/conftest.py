@@ -37,12 +37,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+def synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """Every environment of the test configs (tests/fixtures/config/), synthesized once per run."""
-    return synthesize_once(tmp_path_factory, "cdk.out")
+    return synthesize_once(pytestconfig, tmp_path_factory, "cdk.out")
 
 
 @pytest.fixture(scope="session")
-def shipped_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+def shipped_synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """Every environment of the shipped config/: for the snapshot tests only."""
-    return synthesize_once(tmp_path_factory, "shipped-cdk.out", CONFIG_DIR)
+    return synthesize_once(pytestconfig, tmp_path_factory, "shipped-cdk.out", CONFIG_DIR)

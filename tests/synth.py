@@ -66,7 +66,6 @@ class StackTemplate:
 class Synth:
     outdir: Path
     environments: dict[str, Environment]
-    context: dict[str, Any]  # what the App was given: cdk.json's flags, the CLI's settings, FAIL_ON_FINDINGS
     stacks: dict[str, StackTemplate] = field(default_factory=dict)
 
     def stack(self, env: str, name: str) -> StackTemplate:
@@ -84,23 +83,26 @@ def synth_context() -> dict[str, Any]:
 def synthesize(outdir: Path, config_dir: Path = TEST_CONFIG_DIR) -> Synth:
     """Synthesize every environment of ``config_dir`` exactly as ``app.py`` does, into ``outdir``."""
     platform = load_platform(config_dir=config_dir)
-    context = synth_context()
-    app = platform_app(context=context, outdir=str(outdir))
+    app = platform_app(context=synth_context(), outdir=str(outdir))
     add_platform(app, platform.selected_environments, platform=platform).synth()
-    return collect_stacks(outdir, platform.selected_environments, context)
+    return collect_stacks(outdir, platform.selected_environments)
 
 
-def synthesize_once(factory: pytest.TempPathFactory, name: str, config_dir: Path = TEST_CONFIG_DIR) -> Synth:
+def synthesize_once(
+    config: pytest.Config, factory: pytest.TempPathFactory, name: str, config_dir: Path = TEST_CONFIG_DIR
+) -> Synth:
     """``synthesize`` into a folder the workers of this run share: synthesized by the first one that asks."""
 
     def build(folder: Path) -> None:
         synthesize(folder, config_dir)
 
-    outdir = build_once(factory, name, build)
-    return collect_stacks(outdir, load_platform(config_dir=config_dir).selected_environments, synth_context())
+    outdir = build_once(config, factory, name, build)
+    return collect_stacks(outdir, load_platform(config_dir=config_dir).selected_environments)
 
 
-def build_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+def build_once(
+    config: pytest.Config, factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]
+) -> Path:
     """The folder ``name`` that ``build`` fills, built once per test run however many xdist workers ask.
 
     Each worker's temporary folder sits in the run's own; the first worker takes a lock there and
@@ -108,7 +110,7 @@ def build_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path
     "done" mark, so each worker that asks tries again and reports the error itself.
     """
     base = factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if hasattr(config, "workerinput"):  # an xdist worker: its folder is <the run's folder>/popen-gw<n>
         base = base.parent
     folder, done = base / name, base / f"{name}.done"
     with (base / f"{name}.lock").open("w") as lock:
@@ -121,9 +123,9 @@ def build_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path
     return folder
 
 
-def collect_stacks(outdir: Path, environments: list[Environment], context: dict[str, Any]) -> Synth:
-    """Index the stack templates of a synthesized cloud assembly (made with ``context``) by stack name."""
-    result = Synth(outdir=outdir, environments={e.name: e for e in environments}, context=context)
+def collect_stacks(outdir: Path, environments: list[Environment]) -> Synth:
+    """Index the stack templates of a synthesized cloud assembly by stack name."""
+    result = Synth(outdir=outdir, environments={e.name: e for e in environments})
     for env in environments:
         assembly = outdir / f"assembly-{env.name}"
         manifest = json.loads((assembly / "manifest.json").read_text())

@@ -78,7 +78,7 @@ EXTRA_FLEETS = [
 
 
 @pytest.fixture(scope="package")
-def fleet_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+def fleet_synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Synth:
     config_dir = tmp_path_factory.mktemp("config")
     data = yaml.safe_load((TEST_CONFIG_DIR / "dev.yaml").read_text())
     data["fleets"] = data["fleets"] + EXTRA_FLEETS
@@ -88,7 +88,7 @@ def fleet_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     def build(outdir: Path) -> None:
         add_platform(platform_app(context=synth_context(), outdir=str(outdir)), [env]).synth()
 
-    return collect_stacks(build_once(tmp_path_factory, "fleet-cdk.out", build), [env], synth_context())
+    return collect_stacks(build_once(pytestconfig, tmp_path_factory, "fleet-cdk.out", build), [env])
 
 
 def fleets_stack(synth: Synth, env: str = "dev") -> StackTemplate:

@@ -19,7 +19,7 @@ from config.pipeline_schema import PIPELINE_FILE, fabric_check_trust
 from gpu_constructs.pipeline.pipeline_steps import FABRIC_RUN_TIMEOUT_S, FABRIC_SCRIPT
 from stacks.compliance import platform_app
 from stacks.pipeline_stack import PIPELINE_STACK_NAME
-from tests.app_runs import run_app
+from tests.app_runs import run_app_process
 from tests.config.test_config_errors import assert_config_failure
 from tests.iam_documents import Resolver
 from tests.ops.helpers import config_dir
@@ -76,7 +76,8 @@ def test_an_environment_without_a_training_fleet_is_one_line(tmp_path: Path, mon
 
 def test_the_app_exits_2_with_that_line(tmp_path: Path) -> None:
     folder = with_pipeline(config_dir(tmp_path, "dev", change=_no_training), fabric_check=["dev"])
-    result = run_app({**cdk_json_context(), "env": "dev", "config_dir": str(folder)}, tmp_path / "out")
+    # Found while the stages are built: the process the CLI starts shows it alone on stderr.
+    result = run_app_process({**cdk_json_context(), "env": "dev", "config_dir": str(folder)}, tmp_path / "out")
     assert_config_failure(
         result,
         f"{folder / PIPELINE_FILE}: fabric_check[0]: 'dev' has no training fleet to check; fix: remove it from "
@@ -88,7 +89,7 @@ def test_the_app_exits_2_with_that_line(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """``cdk synth -c pipeline=true`` of dev then staging, the fabric check on staging only."""
     tmp = tmp_path_factory.mktemp("fabric")
     folder = with_pipeline(config_dir(tmp), promotion=["dev", "staging"], fabric_check=["staging"])
@@ -99,9 +100,9 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         cdk_app.build(app)
         app.synth()
 
-    outdir = build_once(tmp_path_factory, "fabric-pipeline.out", build)
+    outdir = build_once(pytestconfig, tmp_path_factory, "fabric-pipeline.out", build)
     environments = [load_environment(name, folder) for name in ("dev", "staging")]
-    envs = collect_stacks(outdir, environments, context)
+    envs = collect_stacks(outdir, environments)
     return {
         "pipeline": json.loads((outdir / f"{PIPELINE_STACK_NAME}.template.json").read_text()),
         "dev": envs.stack("dev", "Fleets").json,

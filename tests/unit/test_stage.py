@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from aws_cdk import App, Environment, Stack
 from aws_cdk import aws_s3 as s3
@@ -57,27 +59,27 @@ def test_cost_allocation_tags_on_stacks_and_resources(synth: Synth, env: str) ->
                 assert {t["Key"]: t["Value"] for t in tags if t["Key"] in REQUIRED_TAGS} == cfg.tags, logical_id
 
 
-def test_the_suites_synth_fails_on_any_finding(synth: Synth) -> None:
-    """The rule packs ran over every environment when the suite synthesized them (tests/synth.py: ``add_platform``
-    enforces them, with FAIL_ON_FINDINGS set), so an unacknowledged finding fails that synth and every test that
-    uses it; running the packs again here would check the same constructs twice. test_a_finding_fails_synth
-    shows the enforcement stops a synth."""
-    assert synth.context[FAIL_ON_FINDINGS] is True
-    assert synth.validation_report()["pluginReports"] == []  # every pack passed
-
-
 def test_cdks_builtin_template_validator_is_off(synth: Synth) -> None:
     """cfn-lint is the one template validator (tests/test_cli_synth.py). CDK's own port of its rules
     would report the explicit zones of the subnets (W3010, which cfn-lint leaves out for CDK
-    templates); passing rule packs report nothing, so the report is empty."""
+    templates); passing rule packs report nothing, so the report is empty.
+
+    This is also the rule packs' verdict on every environment: the suite's synth ran them
+    (``add_platform`` enforces them, as ``app.py`` does), a finding would have failed it, and
+    test_a_finding_fails_synth shows both packs are there to find one."""
     assert synth.validation_report()["pluginReports"] == []
 
 
 def test_a_finding_fails_synth(tmp_path) -> None:
-    """The packs are enforced: an unencrypted, unlogged bucket stops the synth."""
+    """The packs are enforced: an unencrypted, unlogged bucket stops the synth, and each pack says why."""
     app = App(context={FAIL_ON_FINDINGS: True}, outdir=str(tmp_path))
     stack = Stack(app, "Probe", env=Environment(account="111111111111", region="us-east-1"))
     s3.Bucket(stack, "Unsafe")
     enforce_rule_packs(app)
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
+    reports = json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"]
+    assert {(r["pluginName"], r["conclusion"]) for r in reports} == {
+        ("AwsSolutions", "failure"),
+        ("NIST.800.53.R5", "failure"),
+    }
