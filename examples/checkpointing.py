@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
@@ -147,7 +148,11 @@ class CheckpointRequests:
 class PidFile:
     """The pid file of the checkpoint contract, for a job started WITHOUT the node's job runner (under the
     runner its supervisor owns the file, and ``register`` does nothing). Write it once the SIGUSR1 handler
-    is installed; ``remove`` at the end."""
+    is installed; ``remove`` at the end.
+
+    The folder is the node's (spot-watcher.service makes it at boot). Where it is missing, on a machine that
+    is not a platform node, no checkpoint hook would read the file: ``register`` says so in one line and
+    does nothing; SIGUSR1 still asks for a checkpoint."""
 
     def __init__(self, job: str, environ: dict[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
@@ -156,6 +161,13 @@ class PidFile:
 
     def register(self) -> bool:
         if self.supervised:
+            return False
+        if not self.path.parent.is_dir():
+            print(
+                f"checkpointing: {self.path.parent} is missing (not a platform node?): no pid file for the "
+                f"checkpoint hook; SIGUSR1 still checkpoints (set {PID_DIR_ENV} to use another folder)",
+                file=sys.stderr,
+            )
             return False
         temporary = self.path.parent / f".{self.path.name}.{os.getpid()}"
         temporary.write_text(f"{os.getpid()}\n")

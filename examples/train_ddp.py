@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank)
-    dist.init_process_group("nccl")
+    dist.init_process_group("nccl", device_id=device)  # bound to this GPU: barriers need not guess it
 
     dataset = load_dataset(torch, args)
     features = dataset.tensors[0].shape[1]

@@ -96,6 +96,18 @@ def test_the_pid_file_is_the_jobs_own_only_outside_the_runner(tmp_path: Path) ->
     assert list(tmp_path.iterdir()) == []
 
 
+def test_off_a_platform_node_the_job_runs_without_a_pid_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "run" / "gpu-platform" / "jobs"
+    alone = ckpt.PidFile("llama", {"TRAINING_PID_DIR": str(missing)})
+    assert not alone.register()
+    assert not missing.exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"{missing} is missing" in line and "SIGUSR1 still checkpoints" in line
+    alone.remove()  # nothing to remove: no error either
+
+
 def test_the_job_name_comes_from_the_runner_and_follows_the_contract() -> None:
     assert ckpt.job_id({ckpt.JOB_ID_ENV: "llama-7b.run_2"}) == "llama-7b.run_2"
     assert ckpt.job_id({}, default="local") == "local"

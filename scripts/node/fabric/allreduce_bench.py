@@ -162,9 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - needs 
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl")
-    rank, nranks = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", local_rank)
+    dist.init_process_group("nccl", device_id=device)  # bound to this GPU: barriers need not guess it
+    rank, nranks = dist.get_rank(), dist.get_world_size()
     me = (os.getpid(), socket.gethostname(), local_rank, torch.cuda.get_device_name(local_rank))
     ranks: list[tuple[int, str, int, str]] = [me] * nranks
     dist.all_gather_object(ranks, me)
