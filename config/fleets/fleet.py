@@ -99,6 +99,12 @@ class Fleet(Strict):
 
     def _efa_problems(self) -> list[str]:
         problems = []
+        if self.efa and self.role is FleetRole.INFERENCE:
+            problems.append(
+                "@efa: an inference fleet's nodes serve each on its own behind the load balancer, and the EFA "
+                "group (all traffic between its members) is the training fleets' too; fix: set efa to false, "
+                "or role to training"
+            )
         if self.efa:
             for i, name in enumerate(self.instance_types):
                 if not efa_layout(name):

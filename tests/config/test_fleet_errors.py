@@ -74,6 +74,15 @@ CASES = [
         id="efa-without-efa",
     ),
     pytest.param(
+        inference(efa=True, instance_types=["g5.48xlarge"], placement="cluster"),
+        [
+            "dev.yaml: fleets[0].efa: an inference fleet's nodes serve each on its own behind the load balancer, "
+            "and the EFA group (all traffic between its members) is the training fleets' too; fix: set efa to "
+            "false, or role to training"
+        ],
+        id="efa-on-inference",
+    ),
+    pytest.param(
         fleet(availability_zones=["us-east-1a", "us-east-1b"]),
         [
             "dev.yaml: fleets[0].availability_zones: an EFA fleet must stay in one zone (EFA traffic does not cross zones), got us-east-1a, us-east-1b; fix: keep one zone",
