@@ -69,8 +69,16 @@ def measure(
 ) -> list[Table]:
     """Start one job per node group (groups run at the same time), wait for all, read each one's table."""
     runs = [(f"{run_id}-{i}" if len(groups) > 1 else run_id, nodes) for i, nodes in enumerate(groups)]
+    started: list[tuple[str, list[Node]]] = []
     for job_id, nodes in runs:
-        jobs.start(context, job_id, nodes, command=command, procs_per_node=gpus)
+        started.append((job_id, nodes))
+        try:
+            jobs.start(context, job_id, nodes, command=command, procs_per_node=gpus)
+        except JobError as err:  # the nodes where it did start would wait at the rendezvous for this one
+            jobs.stop(context, started)
+            what, _, fix = str(err).partition("; fix: ")
+            stopped = f"stopped {', '.join(j for j, _ in started)} on every node"
+            raise JobError(f"{what}; {stopped}" + (f"; fix: {fix}" if fix else ""), code=err.code) from err
     states = jobs.wait(context, runs, timeout_s=timeout_s)
     failed = [
         f"{key} ({s.get('result')}, exit {s.get('exit_code')})"

@@ -5,7 +5,9 @@ the group's placement group), the job document ``gpu-platform-<env>-job`` runs t
 (Action start, status, stop) and a job's output is its log streams ``<job>/<instance-id>`` in
 ``/gpu-platform/<env>/jobs``, read by name with ``ops.job.logs.read_streams``. What is the fabric check's
 own: a benchmark never restarts (``MaxRestarts`` 0), the check waits for its jobs to end, and a job that
-outlives its time is stopped.
+outlives its time, or that did not start on one of its nodes, is stopped on every node (``stop``), as
+``gpu-platform job run`` stops a job that did not start everywhere: a torchrun waiting at the rendezvous for
+a missing node would hold the others' GPUs for nothing.
 """
 
 from __future__ import annotations
@@ -88,13 +90,19 @@ def wait(
         if all(s.get("state") in ENDED for s in states.values()):
             return states
         if time.monotonic() > deadline:
-            for job_id, nodes in jobs:
-                send(context, [n.instance_id for n in nodes], {"Action": "stop", "JobId": job_id}, job_id)
+            stop(context, jobs)
             raise JobError(
                 f"jobs {', '.join(j for j, _ in jobs)} still run after {timeout_s:g} s: stopped; "
                 "fix: raise --timeout or check the job log"
             )
         time.sleep(POLL_S)
+
+
+def stop(context: JobContext, jobs: Sequence[tuple[str, Sequence[Node]]]) -> None:
+    """Send Action=stop for each job to all its nodes (a node where it never started answers that it is not
+    running); the runner stops the job's unit."""
+    for job_id, nodes in jobs:
+        send(context, [n.instance_id for n in nodes], {"Action": "stop", "JobId": job_id}, job_id)
 
 
 def output(context: JobContext, job_id: str, nodes: Sequence[Node]) -> dict[str, str]:

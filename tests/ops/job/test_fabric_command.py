@@ -59,12 +59,19 @@ def bench_output(nodes: int, busbw_gib: float) -> str:
 class FakeNodes:
     """The job runner of every node, as seen through SSM and CloudWatch Logs."""
 
-    def __init__(self, session: boto3.session.Session, *, slow: str | None = None, fail: bool = False) -> None:
+    def __init__(
+        self,
+        session: boto3.session.Session,
+        *,
+        slow: str | None = None,
+        fail: bool = False,
+        refuse_start: str | None = None,
+    ) -> None:
         self.logs = session.client("logs")
         self.commands: dict[str, dict[str, Any]] = {}
         self.sent: list[dict[str, Any]] = []  # the SendCommand requests, in order
         self.polls: dict[str, int] = {}
-        self.slow, self.fail = slow, fail
+        self.slow, self.fail, self.refuse_start = slow, fail, refuse_start
         session.events.register("before-call.ssm.SendCommand", self.before_send)
         session.events.register("after-call.ssm.SendCommand", self.after_send)
         session.events.register("before-call.ssm.GetCommandInvocation", self.invocation)
@@ -96,6 +103,10 @@ class FakeNodes:
         params = json.loads(params["body"])  # the serialized request: CommandId, InstanceId
         job = self.commands[params["CommandId"]]
         key = f"{job['JobId']}/{params['InstanceId']}"
+        if job["Action"] == "start" and params["InstanceId"] == self.refuse_start:
+            error = "runner: /fsx is not a Lustre mount (lustre-mount.service failed)"
+            body = {"Status": "Failed", "ResponseCode": 1, "StandardOutputContent": "", "StandardErrorContent": error}
+            return SimpleNamespace(status_code=200, headers={}), body
         if job["Action"] == "status":
             self.polls[key] = self.polls.get(key, 0) + 1
         ended = self.polls.get(key, 0) >= 2  # active at the first status poll, ended at the second
@@ -244,6 +255,26 @@ def test_a_failed_benchmark_job_is_one_line(aws, capsys, tmp_path) -> None:
     assert (code, report) == (2, {})
     assert err.startswith("fabric-test: the benchmark failed on fabric-training-20260301T120000/i-")
     assert "exit 1" in err and len(err.splitlines()) == 1
+
+
+def test_a_node_that_cannot_start_the_benchmark_stops_it_on_the_others(aws, capsys, tmp_path) -> None:
+    """Like `job run`: the nodes that started would wait at the rendezvous for the missing one, GPUs held."""
+    nodes = deploy_training(aws, 3)
+    broken = nodes[1]["id"]
+    fake = FakeNodes(aws, refuse_start=broken)
+    code, report, err = run(aws, capsys, tmp_path)
+    assert (code, report) == (2, {})
+    job = "fabric-training-20260301T120000"
+    assert err == (
+        f"fabric-test: {broken}: the job document failed (Failed (exit 1): runner: /fsx is not a Lustre mount (lustre-mount.service "
+        f"failed)); stopped {job} on every node; fix: see its command output in SSM\n"
+    )
+    (start,) = _starts(fake)  # the whole fleet first: no pair was started after it failed
+    stops = [c for c in fake.sent if c["Parameters"]["Action"] == ["stop"]]
+    assert [(c["Parameters"]["JobId"], sorted(c["InstanceIds"])) for c in stops] == [
+        ([job], sorted(n["id"] for n in nodes))
+    ]
+    assert fake.sent.index(start) < fake.sent.index(stops[0])
 
 
 def test_an_inference_fleet_is_refused(aws, capsys, tmp_path) -> None:
