@@ -1,6 +1,7 @@
 """What an environment pays besides its fleets' instances: FSx for Lustre, NAT gateways, interface
-endpoints, EBS volumes and CloudWatch metrics and alarms. Data processing and transfer charges
-depend on traffic and are left out (the output says so).
+endpoints, the served fleets' load balancers, EBS volumes and CloudWatch metrics and alarms. Data
+processing, transfer and load balancer capacity unit (LCU) charges depend on traffic and are left out
+(the output says so).
 
 Each item is priced at the fleets' min, desired and max sizes (EBS volumes and per-node metrics
 follow the instance count; the rest is fixed).
@@ -85,6 +86,22 @@ def count_alarms(assembly: Path) -> tuple[int, int] | None:
     return metric, composite
 
 
+def _load_balancers(env: Environment, prices: PriceTable, notes: list[str]) -> list[Item]:
+    """One Application Load Balancer per served fleet (gpu_constructs/fleet/service_load_balancer.py), there
+    at every size; an internet-facing one also holds a public IPv4 address in each of the environment's zones."""
+    served = [f for f in env.fleets if f.service is not None]
+    if not served:
+        return []
+    alb, ip = prices.service("application_load_balancer_hour"), prices.service("public_ipv4_hour")
+    public = sum(1 for f in served if f.service is not None and not f.service.load_balancer.internal)
+    zones = len(env.availability_zones)
+    detail = f"{len(served)} Application Load Balancer{'s' if len(served) > 1 else ''}"
+    if public:
+        detail += f"; {public} internet-facing x {zones} public IPv4 addresses"
+    notes.append("load balancer capacity units (LCU-hours) depend on traffic and are not included")
+    return [_fixed("Load balancers", detail, len(served) * alb.usd + public * zones * ip.usd, alb.source)]
+
+
 def shared_items(env: Environment, prices: PriceTable, assembly: Path) -> tuple[list[Item], list[str]]:
     """The priced items and plain notes (what is left out, what is estimated)."""
     items: list[Item] = []
@@ -120,6 +137,7 @@ def shared_items(env: Environment, prices: PriceTable, assembly: Path) -> tuple[
                 ep.source,
             )
         )
+    items.extend(_load_balancers(env, prices, notes))
     gp3 = prices.service("ebs_gp3_gb_month")
     metric = prices.service("cloudwatch_metric_month")
     ebs, metrics = {}, {}

@@ -107,6 +107,44 @@ def test_dev_pays_for_its_nat_gateway(tmp_path: Path) -> None:
     assert "Interface endpoints" not in items
 
 
+def test_each_served_fleet_pays_for_its_load_balancer(tmp_path: Path) -> None:
+    env = load_environment("dev", config_dir(tmp_path))
+    served = [f for f in env.fleets if f.service is not None]
+    assert len(served) == 1 and served[0].service is not None and served[0].service.load_balancer.internal
+    report = estimate(env, load_prices(env.region), NOWHERE)
+    items = {i["item"]: i for i in report["shared"]}
+    lb = items["Load balancers"]
+    assert lb["detail"] == "1 Application Load Balancer"
+    assert lb["hourly_usd"] == {"min": 0.0225, "desired": 0.0225, "max": 0.0225}  # there at every size
+    assert any("LCU-hours" in note for note in report["notes"])
+
+    public = env.model_copy(
+        update={
+            "fleets": [
+                f.model_copy(
+                    update={
+                        "service": f.service.model_copy(
+                            update={"load_balancer": f.service.load_balancer.model_copy(update={"internal": False})}
+                        )
+                    }
+                )
+                if f.service is not None
+                else f
+                for f in env.fleets
+            ]
+        }
+    )
+    lb = {i["item"]: i for i in estimate(public, load_prices(env.region), NOWHERE)["shared"]}["Load balancers"]
+    assert lb["detail"] == "1 Application Load Balancer; 1 internet-facing x 2 public IPv4 addresses"
+    assert lb["hourly_usd"]["desired"] == pytest.approx(0.0225 + 2 * 0.005)
+
+
+def test_an_environment_without_a_served_fleet_has_no_load_balancer(tmp_path: Path) -> None:
+    env = load_environment("prod", config_dir(tmp_path))
+    assert all(f.service is None for f in env.fleets)
+    assert "Load balancers" not in {i["item"] for i in estimate(env, load_prices(env.region), NOWHERE)["shared"]}
+
+
 def test_the_endpoint_count_is_the_network_stack_s() -> None:
     assert len(INTERFACE_SERVICES) == INTERFACE_ENDPOINTS
 
