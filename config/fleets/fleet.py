@@ -13,7 +13,7 @@ from config.base import Strict
 from config.catalog import UnknownInstanceType, efa_layout, efa_sizes, get_instance_type
 from config.fleets.capacity import Capacity, CapacityBlock, CapacityReservation
 from config.fleets.health import Health, dcgm_level, health_problems, node_env, required_hook_seconds
-from config.fleets.refresh import Refresh
+from config.fleets.refresh import SERVICE_ROLLBACK_ALARMS, Refresh
 from config.fleets.scaling import Scaling, WarmPool
 from config.fleets.service import Service
 from config.fleets.zero_capacity import zero_capacity_problems
@@ -92,6 +92,7 @@ class Fleet(Strict):
             *zero_capacity_problems(self),
             *health_problems(self.health, self.role.value, self.service_start_seconds),
             *self._service_problems(),
+            *self._rollback_problems(),
         ]
         if problems:
             raise ValueError("\n".join(problems))
@@ -195,14 +196,31 @@ class Fleet(Strict):
             return ["@service.image: a container needs the fleet's container runtime; fix: set containers to true"]
         return []
 
+    def _rollback_problems(self) -> list[str]:
+        if self.service is not None or self.refresh is None:
+            return []
+        return [
+            f"@refresh.rollback_alarms[{i}]: {alarm.value!r} is a service alarm and this fleet serves nothing; "
+            "fix: remove it, or add service: to the fleet"
+            for i, alarm in enumerate(self.refresh.rollback_alarms)
+            if alarm in SERVICE_ROLLBACK_ALARMS
+        ]
+
     @property
     def rollout(self) -> Refresh | None:
         """The refresh settings the AMI rollout applies, or None where the fleet is not rolled automatically:
-        Capacity Block fleets (their nodes belong to the block's window) and ``refresh.enabled: false``."""
+        Capacity Block fleets (their nodes belong to the block's window) and ``refresh.enabled: false``.
+        A served fleet whose ``rollback_alarms`` are not set also rolls back on its service alarms: a new AMI
+        that breaks the service shows there first."""
         if self.capacity_block is not None:
             return None
         refresh = self.refresh or Refresh()
-        return refresh if refresh.enabled else None
+        if not refresh.enabled:
+            return None
+        if self.service is not None and "rollback_alarms" not in refresh.model_fields_set:
+            alarms = [*refresh.rollback_alarms, *SERVICE_ROLLBACK_ALARMS]
+            refresh = refresh.model_copy(update={"rollback_alarms": alarms})
+        return refresh
 
     @property
     def dcgm_level(self) -> int:

@@ -12,13 +12,20 @@ from config.base import Strict
 
 
 class RollbackAlarm(StrEnum):
-    """Fleet alarms (``gpu_constructs/fleet_alarms.py``) that can stop a rollout and roll it back.
+    """Fleet alarms (``gpu_constructs/observability/fleet_alarms.py``) and, on a served fleet, its service
+    alarms (``service_alarms.py``) that can stop a rollout and roll it back.
 
-    Utilization and idle alarms follow the load, not the AMI, so they are not offered."""
+    Utilization, idle and latency alarms follow the load, not the AMI, so they are not offered."""
 
     HEALTH_CHECK_FAILED = "health-check-failed"
     GPU_TEMPERATURE_CRITICAL = "gpu-temperature-critical"
     CAPACITY_SHORTFALL = "capacity-shortfall"
+    HTTP_5XX_RATE = "http-5xx-rate"
+    UNHEALTHY_HOSTS = "unhealthy-hosts"
+
+
+#: The service alarms: a served fleet's refresh watches them unless its ``rollback_alarms`` are set.
+SERVICE_ROLLBACK_ALARMS = (RollbackAlarm.HTTP_5XX_RATE, RollbackAlarm.UNHEALTHY_HOSTS)
 
 
 #: Longest checkpoint delay the instance refresh API takes (172800 s).
@@ -30,7 +37,8 @@ class Refresh(Strict):
     when ``/imagebuilder/gpu-platform/<env>/ami/latest`` changes. Replacements go a batch at a time, keeping
     ``min_healthy_percentage`` of the desired capacity in service; at each checkpoint the refresh
     waits ``checkpoint_delay_minutes``; with ``auto_rollback`` it puts back the previous launch
-    template version when it fails or when one of ``rollback_alarms`` goes to ALARM."""
+    template version when it fails or when one of ``rollback_alarms`` goes to ALARM (by default the
+    node health and temperature alarms, and on a served fleet its 5xx and unhealthy-host alarms too)."""
 
     enabled: bool = True
     min_healthy_percentage: Annotated[

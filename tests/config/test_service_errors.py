@@ -208,3 +208,38 @@ def test_the_shipped_dev_service_is_valid_and_internal() -> None:
     assert served.service.command == "python3 /opt/gpu-platform/examples/serve.py --port 8080"
     assert (served.service.port, served.service.health_check_path) == (8080, "/health")
     assert served.service.load_balancer.internal
+
+
+def test_a_served_fleet_rolls_back_on_its_service_alarms_unless_told_otherwise(tmp_path: Path) -> None:
+    from config import load_environment
+
+    data = valid_dev()
+    data["fleets"][INFERENCE]["refresh"].pop("rollback_alarms", None)
+    write_env(tmp_path, "dev", data)
+    served = load_environment("dev", tmp_path).fleets[INFERENCE]
+    assert served.rollout is not None
+    assert [a.value for a in served.rollout.rollback_alarms] == [
+        "health-check-failed",
+        "gpu-temperature-critical",
+        "http-5xx-rate",
+        "unhealthy-hosts",
+    ]
+
+    data["fleets"][INFERENCE]["refresh"]["rollback_alarms"] = ["health-check-failed"]  # the owner's own choice
+    write_env(tmp_path, "dev", data)
+    served = load_environment("dev", tmp_path).fleets[INFERENCE]
+    assert served.rollout is not None and [a.value for a in served.rollout.rollback_alarms] == ["health-check-failed"]
+
+
+def test_a_service_alarm_on_a_fleet_that_serves_nothing_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = valid_dev()
+    training = next(i for i, fleet in enumerate(data["fleets"]) if fleet.get("service") is None)
+    data["fleets"][training]["refresh"] = {"rollback_alarms": ["health-check-failed", "unhealthy-hosts"]}
+    write_env(tmp_path, "dev", data)
+    assert load_error("dev", tmp_path) == [
+        f"dev.yaml: fleets[{training}].refresh.rollback_alarms[1]: 'unhealthy-hosts' is a service alarm and this "
+        "fleet serves nothing; fix: remove it, or add service: to the fleet"
+    ]

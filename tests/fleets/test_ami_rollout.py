@@ -197,19 +197,52 @@ def test_refresh_preferences_equal_the_fleet_config(synth: Synth, fleet_synth: S
     assert prefs["Preferences"]["AutoRollback"] is True
 
 
+def _dimension_values(node: Any, name: str) -> list[Any]:
+    """Every value of dimension ``name`` in an alarm's properties (its metric or its math expression's)."""
+    if isinstance(node, dict):
+        if node.get("Name") == name and "Value" in node:
+            return [node["Value"]]
+        return [v for child in node.values() for v in _dimension_values(child, name)]
+    if isinstance(node, list):
+        return [v for child in node for v in _dimension_values(child, name)]
+    return []
+
+
+def _watches(alarm: dict[str, Any], group: str, fleets: StackTemplate) -> bool:
+    """The alarm's metrics are the group's own, or (a service alarm) those of the target group the group
+    registers its nodes in, followed from the monitoring stack's reference to the fleets stack's output."""
+    if group in _dimension_values(alarm, "AutoScalingGroupName"):
+        return True
+    (asg,) = [
+        r
+        for r in fleets.resources("AWS::AutoScaling::AutoScalingGroup").values()
+        if r["Properties"]["AutoScalingGroupName"] == group
+    ]
+    registered = {ref["Ref"] for ref in asg["Properties"].get("TargetGroupARNs", [])}
+    watched = _dimension_values(alarm, "TargetGroup")
+    outputs = fleets.json.get("Outputs", {})
+    full_names = [outputs[v["Fn::GetStackOutput"]["OutputName"]]["Value"] for v in watched]
+    return bool(full_names) and all(
+        value["Fn::GetAtt"][1] == "TargetGroupFullName" and value["Fn::GetAtt"][0] in registered for value in full_names
+    )
+
+
 def test_rollback_alarms_exist_in_the_monitoring_stack_and_watch_that_fleet(synth: Synth, fleet_synth: Synth) -> None:
+    seen_service = False
     for stack_synth, env in _synths(synth, fleet_synth):
         alarms = {
             a["Properties"]["AlarmName"]: a["Properties"]
             for a in stack_synth.stack(env, "Monitoring").resources("AWS::CloudWatch::Alarm").values()
         }
-        for group, step in _fleet_steps(fleets_stack(stack_synth, env)).items():
+        fleets = fleets_stack(stack_synth, env)
+        for group, step in _fleet_steps(fleets).items():
             names = step["inputs"]["InputPayload"]["Preferences"]["AlarmSpecification"]["Alarms"]
             assert names and len(names) <= 10  # the API takes up to 10
             for name in names:
                 assert name in alarms, name  # a metric alarm of that name (not a composite)
-                dimensions = json.dumps(alarms[name])
-                assert json.dumps({"Name": "AutoScalingGroupName", "Value": group}) in dimensions, name
+                assert _watches(alarms[name], group, fleets), name
+                seen_service |= name.endswith(("-http-5xx-rate", "-unhealthy-hosts"))
+    assert seen_service  # dev's served fleet rolls back on its service alarms too
 
 
 def test_rollout_role_can_touch_only_the_rolled_fleets(synth: Synth, fleet_synth: Synth) -> None:
