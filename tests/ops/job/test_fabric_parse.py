@@ -11,7 +11,10 @@ import pytest
 from ops.fabric.parse import parse, parse_row, strip_prefix
 from tests.reference import REFERENCE_DIR, reference_path
 
-CASE_NAMES = sorted(p.parent.name for p in (REFERENCE_DIR / "nccl-tests-outputs").glob("*/case.json"))
+#: Without ../shared one stand-in case, so that the test skips naming the folder it lacks (reference_path).
+CASE_NAMES = sorted(p.parent.name for p in (REFERENCE_DIR / "nccl-tests-outputs").glob("*/case.json")) or [
+    "(reference folder absent)"
+]
 
 
 def _case(name: str) -> tuple[dict, str]:
