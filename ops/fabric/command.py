@@ -71,14 +71,21 @@ def measure(
     runs = [(f"{run_id}-{i}" if len(groups) > 1 else run_id, nodes) for i, nodes in enumerate(groups)]
     started: list[tuple[str, list[Node]]] = []
     for job_id, nodes in runs:
-        started.append((job_id, nodes))
         try:
             jobs.start(context, job_id, nodes, command=command, procs_per_node=gpus)
-        except JobError as err:  # the nodes where it did start would wait at the rendezvous for this one
-            jobs.stop(context, started)
-            what, _, fix = str(err).partition("; fix: ")
-            stopped = f"stopped {', '.join(j for j, _ in started)} on every node"
+        except jobs.StartFailed as err:  # where it did start, torchrun would wait at the rendezvous for this node
+            stopping = [(j, n) for j, n in [*started, (job_id, err.started)] if n]
+            unsent = jobs.stop(context, stopping)
+            if unsent:
+                stopped = f"could not stop {'; '.join(unsent)}"
+            elif stopping:
+                stopped = f"stopped {', '.join(j for j, _ in stopping)} where it had started"
+            else:
+                stopped = "it started nowhere"
+            what, sep, fix = str(err).rpartition("; fix: ")
+            what, fix = (what, fix) if sep else (str(err), "")
             raise JobError(f"{what}; {stopped}" + (f"; fix: {fix}" if fix else ""), code=err.code) from err
+        started.append((job_id, nodes))
     states = jobs.wait(context, runs, timeout_s=timeout_s)
     failed = [
         f"{key} ({s.get('result')}, exit {s.get('exit_code')})"

@@ -16,11 +16,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from config.fleets import Fleet
 from ops.job.context import JobContext, JobError
 from ops.job.logs import read_streams
 from ops.job.nodes import Node, healthy_nodes, rendezvous_endpoint
-from ops.job.remote import run_everywhere, send
+from ops.job.remote import Invocation, run_everywhere, send
 
 #: Seconds between two looks at the jobs (their status, an invocation that is not final yet).
 POLL_S = 10.0
@@ -35,11 +37,27 @@ def fleet_nodes(context: JobContext, fleet: Fleet) -> list[Node]:
     return healthy_nodes(context, fleet).nodes
 
 
-def _reports(
+class StartFailed(JobError):
+    """A job that did not start on every node; ``started``: the nodes where it started or may still start."""
+
+    def __init__(self, line: str, started: Sequence[Node]) -> None:
+        super().__init__(line)
+        self.started = list(started)
+
+
+def _problem(node: Node, invocation: Invocation) -> str | None:
+    """The one line for a node whose job document did not answer, or failed; None when it answered."""
+    if not invocation.done:
+        return f"{node.instance_id}: the job document did not answer in time; fix: check the SSM agent"
+    if invocation.status != "Success" or invocation.report is None:
+        return f"{node.instance_id}: the job document failed ({invocation.error}); fix: see its command output in SSM"
+    return None
+
+
+def _invocations(
     context: JobContext, job_id: str, nodes: Sequence[Node], parameters: Mapping[str, str], timeout_s: float
-) -> dict[str, dict[str, Any]]:
-    """Run the job document on ``nodes``; each node's runner JSON line by instance id, or a ``JobError``."""
-    invocations = run_everywhere(
+) -> dict[str, Invocation]:
+    return run_everywhere(
         context,
         [n.instance_id for n in nodes],
         {"JobId": job_id, **parameters},
@@ -47,22 +65,26 @@ def _reports(
         poll_s=min(POLL_S, 2.0),
         timeout_s=max(timeout_s, 0.0),
     )
+
+
+def _reports(
+    context: JobContext, job_id: str, nodes: Sequence[Node], parameters: Mapping[str, str], timeout_s: float
+) -> dict[str, dict[str, Any]]:
+    """Run the job document on ``nodes``; each node's runner JSON line by instance id, or a ``JobError``."""
+    invocations = _invocations(context, job_id, nodes, parameters, timeout_s)
     reports: dict[str, dict[str, Any]] = {}
     for node in nodes:
         invocation = invocations[node.instance_id]
-        if not invocation.done:
-            raise JobError(f"{node.instance_id}: the job document did not answer in time; fix: check the SSM agent")
-        report = invocation.report
-        if invocation.status != "Success" or report is None:
-            raise JobError(
-                f"{node.instance_id}: the job document failed ({invocation.error}); fix: see its command output in SSM"
-            )
-        reports[node.instance_id] = report
+        problem = _problem(node, invocation)
+        if problem is not None or invocation.report is None:
+            raise JobError(problem or f"{node.instance_id}: no answer from the job runner")
+        reports[node.instance_id] = invocation.report
     return reports
 
 
 def start(context: JobContext, job_id: str, nodes: Sequence[Node], *, command: str, procs_per_node: int) -> None:
-    """Start the job on every node; the rendezvous host is the node with the lowest instance id."""
+    """Start the job on every node; the rendezvous host is the node with the lowest instance id. Where a node
+    does not start it, ``StartFailed`` names the nodes that did (or did not answer yet) for ``stop``."""
     parameters = {
         "Action": "start",
         "Nodes": str(len(nodes)),
@@ -72,7 +94,11 @@ def start(context: JobContext, job_id: str, nodes: Sequence[Node], *, command: s
         "MaxRestarts": "0",  # a restarted benchmark would report a time that includes the restart
         "Command": command,
     }
-    _reports(context, job_id, nodes, parameters, START_TIMEOUT_S)
+    invocations = _invocations(context, job_id, nodes, parameters, START_TIMEOUT_S)
+    problems = [(n, line) for n in nodes if (line := _problem(n, invocations[n.instance_id])) is not None]
+    if problems:
+        failed = {n.instance_id for n, _ in problems if invocations[n.instance_id].done}
+        raise StartFailed(problems[0][1], [n for n in nodes if n.instance_id not in failed])
 
 
 def wait(
@@ -90,19 +116,27 @@ def wait(
         if all(s.get("state") in ENDED for s in states.values()):
             return states
         if time.monotonic() > deadline:
-            stop(context, jobs)
+            unsent = stop(context, jobs)
+            stopped = f"could not stop {'; '.join(unsent)}" if unsent else "stopped"
             raise JobError(
-                f"jobs {', '.join(j for j, _ in jobs)} still run after {timeout_s:g} s: stopped; "
+                f"jobs {', '.join(j for j, _ in jobs)} still run after {timeout_s:g} s: {stopped}; "
                 "fix: raise --timeout or check the job log"
             )
         time.sleep(POLL_S)
 
 
-def stop(context: JobContext, jobs: Sequence[tuple[str, Sequence[Node]]]) -> None:
-    """Send Action=stop for each job to all its nodes (a node where it never started answers that it is not
-    running); the runner stops the job's unit."""
+def stop(context: JobContext, jobs: Sequence[tuple[str, Sequence[Node]]]) -> list[str]:
+    """Send Action=stop for each job to its nodes (the runner stops the job's unit); the jobs whose stop could
+    not be sent, each with the reason, so that the caller's one line can say so."""
+    unsent = []
     for job_id, nodes in jobs:
-        send(context, [n.instance_id for n in nodes], {"Action": "stop", "JobId": job_id}, job_id)
+        if not nodes:
+            continue
+        try:
+            send(context, [n.instance_id for n in nodes], {"Action": "stop", "JobId": job_id}, job_id)
+        except (BotoCoreError, ClientError) as err:
+            unsent.append(f"{job_id}: {err}")
+    return unsent
 
 
 def output(context: JobContext, job_id: str, nodes: Sequence[Node]) -> dict[str, str]:

@@ -72,6 +72,7 @@ class FakeNodes:
         self.sent: list[dict[str, Any]] = []  # the SendCommand requests, in order
         self.polls: dict[str, int] = {}
         self.slow, self.fail, self.refuse_start = slow, fail, refuse_start
+        self.start_error = "runner: /fsx is not a Lustre mount (lustre-mount.service failed)"
         session.events.register("before-call.ssm.SendCommand", self.before_send)
         session.events.register("after-call.ssm.SendCommand", self.after_send)
         session.events.register("before-call.ssm.GetCommandInvocation", self.invocation)
@@ -104,8 +105,12 @@ class FakeNodes:
         job = self.commands[params["CommandId"]]
         key = f"{job['JobId']}/{params['InstanceId']}"
         if job["Action"] == "start" and params["InstanceId"] == self.refuse_start:
-            error = "runner: /fsx is not a Lustre mount (lustre-mount.service failed)"
-            body = {"Status": "Failed", "ResponseCode": 1, "StandardOutputContent": "", "StandardErrorContent": error}
+            body = {
+                "Status": "Failed",
+                "ResponseCode": 1,
+                "StandardOutputContent": "",
+                "StandardErrorContent": self.start_error,
+            }
             return SimpleNamespace(status_code=200, headers={}), body
         if job["Action"] == "status":
             self.polls[key] = self.polls.get(key, 0) + 1
@@ -267,14 +272,27 @@ def test_a_node_that_cannot_start_the_benchmark_stops_it_on_the_others(aws, caps
     job = "fabric-training-20260301T120000"
     assert err == (
         f"fabric-test: {broken}: the job document failed (Failed (exit 1): runner: /fsx is not a Lustre mount (lustre-mount.service "
-        f"failed)); stopped {job} on every node; fix: see its command output in SSM\n"
+        f"failed)); stopped {job} where it had started; fix: see its command output in SSM\n"
     )
     (start,) = _starts(fake)  # the whole fleet first: no pair was started after it failed
     stops = [c for c in fake.sent if c["Parameters"]["Action"] == ["stop"]]
+    # Only where it started: a node that failed (perhaps gone) in the same call could fail the whole stop.
     assert [(c["Parameters"]["JobId"], sorted(c["InstanceIds"])) for c in stops] == [
-        ([job], sorted(n["id"] for n in nodes))
+        ([job], sorted(n["id"] for n in nodes if n["id"] != broken))
     ]
     assert fake.sent.index(start) < fake.sent.index(stops[0])
+
+
+def test_a_start_error_with_its_own_fix_keeps_the_line_in_order(aws, capsys, tmp_path) -> None:
+    nodes = deploy_training(aws, 2)
+    fake = FakeNodes(aws, refuse_start=nodes[0]["id"])
+    fake.start_error = "this agent cannot pass parameters as environment variables; fix: use SSM Agent 3.3.2746.0"
+    code, _, err = run(aws, capsys, tmp_path)
+    assert code == 2
+    assert err.rstrip("\n").endswith(
+        "(Failed (exit 1): this agent cannot pass parameters as environment variables; fix: use SSM Agent "
+        "3.3.2746.0); stopped fabric-training-20260301T120000 where it had started; fix: see its command output in SSM"
+    )
 
 
 def test_an_inference_fleet_is_refused(aws, capsys, tmp_path) -> None:
