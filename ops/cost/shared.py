@@ -93,11 +93,11 @@ def _load_balancers(env: Environment, prices: PriceTable, notes: list[str]) -> l
     if not served:
         return []
     alb, ip = prices.service("application_load_balancer_hour"), prices.service("public_ipv4_hour")
-    public = sum(1 for f in served if f.service is not None and not f.service.load_balancer.internal)
+    public = sum(1 for f in served if f.service is not None and not f.service.load_balancer.internal)  # for mypy
     zones = len(env.availability_zones)
     detail = f"{len(served)} Application Load Balancer{'s' if len(served) > 1 else ''}"
     if public:
-        detail += f"; {public} internet-facing x {zones} public IPv4 addresses"
+        detail += f"; {public} internet-facing x at least {zones} public IPv4 addresses (more as it scales)"
     notes.append("load balancer capacity units (LCU-hours) depend on traffic and are not included")
     return [_fixed("Load balancers", detail, len(served) * alb.usd + public * zones * ip.usd, alb.source)]
 

@@ -135,7 +135,10 @@ def test_each_served_fleet_pays_for_its_load_balancer(tmp_path: Path) -> None:
         }
     )
     lb = {i["item"]: i for i in estimate(public, load_prices(env.region), NOWHERE)["shared"]}["Load balancers"]
-    assert lb["detail"] == "1 Application Load Balancer; 1 internet-facing x 2 public IPv4 addresses"
+    assert (
+        lb["detail"]
+        == "1 Application Load Balancer; 1 internet-facing x at least 2 public IPv4 addresses (more as it scales)"
+    )
     assert lb["hourly_usd"]["desired"] == pytest.approx(0.0225 + 2 * 0.005)
 
 
