@@ -76,9 +76,9 @@ def _reports(
     for node in nodes:
         invocation = invocations[node.instance_id]
         problem = _problem(node, invocation)
-        if problem is not None or invocation.report is None:
-            raise JobError(problem or f"{node.instance_id}: no answer from the job runner")
-        reports[node.instance_id] = invocation.report
+        if problem is not None:
+            raise JobError(problem)
+        reports[node.instance_id] = invocation.report or {}  # not None once _problem found none
     return reports
 
 
