@@ -75,11 +75,12 @@ lint-templates:
 	$(VENV)/bin/cfn-lint
 	@echo "cfn-lint: $$(find cdk.out -name '*.template.json' | wc -l) templates clean"
 
-## test: ruff, mypy, then the whole suite on three pytest-xdist workers (work stealing; each synth shared by all of them)
+## test: ruff, mypy, node code against the node's Python (scripts/check_node_python.py), then the whole suite on three pytest-xdist workers (work stealing; each synth shared by all of them)
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy config gpu_constructs stacks scripts examples app.py $(wildcard ops)
+	$(PY) scripts/check_node_python.py
 	$(PY) -m pytest -n 3 --dist worksteal
 
 ## test-fast: the suite without the tests marked slow (CLI synth, cfn-lint, the shipped-config copy, timed node flows)

@@ -9,6 +9,18 @@ them in step).
 
 from __future__ import annotations
 
+NODE_OS = ("ubuntu", "24.04")
+"""The operating system every node boots: the Deep Learning AMI's Ubuntu 24.04 (the parent of the golden AMI and
+the AMI the fleets launch before one exists). Why this one: docs/architecture.md, "The node OS"."""
+
+NODE_PYTHON = "/usr/bin/python3"
+"""The interpreter every platform unit and the bootstrap run the node scripts with: the OS's own Python."""
+
+NODE_PYTHON_VERSION = (3, 12)
+"""NODE_PYTHON's version on NODE_OS (Ubuntu 24.04 ships Python 3.12). Every Python file that runs on a node is
+checked against it (make test: mypy --python-version and vermin), not against the Python of the machine that
+runs the tests."""
+
 INSTALL_PREFIX = "/opt/gpu-platform/node"
 """Everything in scripts/node/ (Python modules, shell scripts, systemd/) is unpacked under this path."""
 
