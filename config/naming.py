@@ -89,6 +89,14 @@ class ResourceNames:
         """
         return f"/imagebuilder/gpu-platform/{self.env}/ami/latest"
 
+    @property
+    def image_pipeline(self) -> str:
+        """The Image Builder pipeline (and recipe, distribution, AMI name prefix) of a building environment."""
+        return f"{self.prefix}-gpu-node"
+
+    def image_pipeline_arn(self) -> str:
+        return f"arn:aws:imagebuilder:{self.region}:{self.account}:image-pipeline/{self.image_pipeline}"
+
     def asg_name(self, fleet: str) -> str:
         return f"{self.asg_name_prefix}{fleet}"
 

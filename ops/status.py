@@ -21,6 +21,7 @@ from config import Environment
 from config.naming import ResourceNames
 from gpu_constructs.fleet.render.agent_metrics import fleet_dimensions, gpu_metric_name, namespace_for
 from ops.findings import Finding, Level
+from ops.golden_ami import bootstrap_ami_finding, describe_ami
 
 _RETRIES = Config(retries={"mode": "standard", "max_attempts": 6})
 #: Lifecycle states of an instance that is launching (the launch hook holds it in Pending:Wait).
@@ -76,6 +77,7 @@ class EnvironmentStatus:
     dashboard_url: str
     ami_parameter: str
     latest_ami: str | None
+    golden_ami: bool | None  # None: no AMI parameter; False: it holds the public bootstrap AMI
     fleets: list[FleetStatus]
     alarms: list[Alarm]
     findings: list[Finding]
@@ -206,6 +208,7 @@ def collect(env: Environment, session: Any, now: datetime | None = None) -> Envi
             )
         )
     alarms = _alarms(cloudwatch, f"{names.prefix}-")
+    bootstrap = bootstrap_ami_finding(env, latest, describe_ami(ec2, latest), "ami") if latest else None
     status = EnvironmentStatus(
         environment=env.name,
         account=env.account,
@@ -213,11 +216,13 @@ def collect(env: Environment, session: Any, now: datetime | None = None) -> Envi
         dashboard_url=names.dashboard_url,
         ami_parameter=names.ami_parameter,
         latest_ami=latest,
+        golden_ami=None if latest is None else bootstrap is None,
         fleets=fleets,
         alarms=alarms,
         findings=[],
     )
     status.findings.extend(judge(status))
+    status.findings.extend([bootstrap] if bootstrap else [])
     return status
 
 

@@ -11,6 +11,7 @@ from config.naming import ResourceNames
 from config.network import EgressMode
 from config.schema import Environment
 from ops.findings import Finding, Level
+from ops.golden_ami import bootstrap_ami_finding, describe_ami
 from ops.preflight.aws import Aws, error_code
 
 #: NAT gateways per Availability Zone (service vpc) and EC2-VPC Elastic IPs (service ec2).
@@ -63,6 +64,8 @@ def check_ami_parameters(env: Environment, aws: Aws) -> list[Finding]:
     image_stack = names.stack_name("Image")
     if latest is not None:
         findings.append(Finding("ami-parameters", Level.INFO, f"{names.ami_parameter} = {latest}"))
+        bootstrap = bootstrap_ami_finding(env, latest, describe_ami(aws.client("ec2"), latest), "ami-parameters")
+        findings += [bootstrap] if bootstrap else []
     elif _stack_exists(aws, image_stack):
         findings.append(
             Finding(

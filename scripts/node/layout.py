@@ -125,10 +125,16 @@ SERVICE_LOG = "/var/log/gpu-platform/service.log"
 WORKLOAD_VENV = "/opt/gpu-platform/venv"
 """The golden AMI's PyTorch virtual environment (scripts/image/components/pytorch.yaml): torch lives only here."""
 
-WORKLOAD_PATH = f"{WORKLOAD_VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-"""PATH of what runs the user's code (a training job's unit, gpu-service.service): the venv first, so that
-``python3`` in a command is the venv's and finds torch. gpu-service.service spells it out (a test keeps it
-in step)."""
+BOOTSTRAP_PYTORCH_ENV = "/opt/pytorch"
+"""The PyTorch environment of the Deep Learning AMI with PyTorch, the AMI the fleets launch until the first
+golden AMI exists (``image.bootstrap_ami_parameter``): jobs and the service run from it there."""
+
+WORKLOAD_PATH = (
+    f"{WORKLOAD_VENV}/bin:{BOOTSTRAP_PYTORCH_ENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+"""PATH of what runs the user's code (a training job's unit, gpu-service.service): the golden AMI's venv first,
+so that ``python3`` and ``torchrun`` are the venv's and find torch; on the bootstrap AMI, which has no venv, the
+Deep Learning AMI's own PyTorch environment. gpu-service.service spells it out (a test keeps it in step)."""
 
 EXAMPLES_DIR = "/opt/gpu-platform/examples"
 """The repository's examples/ (serve.py, train_ddp.py), unpacked there by the user data from their own zip."""

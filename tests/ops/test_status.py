@@ -126,11 +126,30 @@ def test_healthy_fleet_reports_counts_markets_ami_and_gpu_use(aws, capsys):
     assert all(i["zone"] == "us-east-1a" and i["health"] == "Healthy" for i in instances.values())
     assert all(0 <= i["uptime_s"] < 600 for i in instances.values())
     assert status["latest_ami"] == ids["new_ami"]
+    assert status["golden_ami"] is True  # registered in the environment's own account
     assert status["dashboard_url"] == (
         "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards/dashboard/gpu-platform-dev"
     )
     # The two nodes on the old AMI are INFO: the rollout replaces them; nothing fails the command.
     assert sorted((f["check"], f["level"]) for f in status["findings"]) == [("ami", "INFO"), ("ami", "INFO")]
+
+
+def test_before_the_first_golden_ami_status_says_so_and_how_to_build_one(aws, capsys):
+    ids = deploy_fleet(aws)
+    # The Image stack seeded the parameter with the public Deep Learning AMI: EC2 reports AWS's account as owner.
+    ec2_backends[ACCOUNT][REGION].amis[ids["new_ami"]].owner_id = "898082745236"
+
+    code, status, err = run(capsys, aws)
+
+    assert (code, err) == (0, "")  # a warning: the fleets work on the bootstrap AMI
+    assert status["golden_ami"] is False
+    (finding,) = [f for f in status["findings"] if f["level"] == "WARNING"]
+    assert finding["check"] == "ami"
+    assert finding["message"].startswith(f"no golden AMI yet: {AMI_PARAMETER} holds {ids['new_ami']} (")
+    pipeline = f"arn:aws:imagebuilder:{REGION}:{ACCOUNT}:image-pipeline/gpu-platform-dev-gpu-node"
+    assert finding["fix"] == (
+        f"build one (about an hour): aws imagebuilder start-image-pipeline-execution --image-pipeline-arn {pipeline}"
+    )
 
 
 def test_notice_capacity_block_unhealthy_node_and_alarm_fail_the_command(aws, capsys):

@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, fields
 
-from layout import WORKLOAD_PATH, WORKLOAD_VENV
+from layout import WORKLOAD_PATH
 
 JOB_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 """The checkpoint contract's job name (and the job document's JobId pattern)."""
@@ -24,8 +24,9 @@ class Settings:
     """The node scripts (PYTHONPATH of the supervisor)."""
     python: str = "/usr/bin/python3"
     """The interpreter of the supervisor (the node scripts' runtime, with boto3)."""
-    torchrun: str = f"{WORKLOAD_VENV}/bin/torchrun"
-    """torchrun of the golden AMI's PyTorch venv; a bare name is looked up on the job's PATH."""
+    torchrun: str = "torchrun"
+    """A bare name is looked up on the job's PATH (job_path): the golden AMI's venv, else the bootstrap AMI's
+    PyTorch environment; a path is run as it is."""
     job_path: str = DEFAULT_JOB_PATH
     """PATH of the job: the venv first, so that ``python3`` in a command is the venv's."""
     node_env_file: str = "/etc/gpu-platform/node.env"

@@ -187,7 +187,8 @@ class Supervisor:
         try:
             torchrun = self._start_torchrun()
         except OSError as err:
-            self.say(f"cannot start {self.argv[0]}: {err}")
+            where = "" if "/" in self.argv[0] else f" (PATH {self.env.get('PATH', '')})"
+            self.say(f"cannot start {self.argv[0]}{where}: {err}")
             return 127
         write_pid_file(self.pid_file)
         self.on_started()

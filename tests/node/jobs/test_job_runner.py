@@ -18,8 +18,10 @@ import pytest
 
 from tests.node.jobs.support import INSTANCE_ID, LOG_GROUP, JobNode
 from tests.node.jobs.support import job_node as job_node  # the fixture
+from tests.node.training_job import install_fake_torchrun
 
 # isort: split
+import layout
 from jobs import supervisor as supervisor_module
 from jobs.supervisor import JobOutput, Supervisor
 
@@ -351,3 +353,35 @@ def test_a_stop_while_torchrun_is_being_started_stops_it(
     assert log.count("SIGTERM received: stopping torchrun") == 1  # passed on once
     assert "the job is not started" not in log
     assert not (tmp_path / "early-stop.pid").exists()
+
+
+def _on_this_node(node: JobNode, path: str) -> str:
+    """A PATH of the node's layout with its /opt folders moved under the test's node root."""
+    return ":".join(str(node.path(d)) if d.startswith("/opt/") else d for d in path.split(":"))
+
+
+def test_on_the_bootstrap_ami_the_job_runs_the_deep_learning_amis_torchrun(job_node: JobNode) -> None:
+    # Before the first golden AMI: no /opt/gpu-platform/venv, but the Deep Learning AMI's /opt/pytorch.
+    node = job_node
+    install_fake_torchrun(node.path(f"{layout.BOOTSTRAP_PYTORCH_ENV}/bin"))
+    assert not node.path(layout.WORKLOAD_VENV).exists()
+    node.extra_env["JOB_PATH"] = _on_this_node(node, layout.WORKLOAD_PATH)
+    node.worker_env(steps=2, every=1, step_s=0.02)
+    code, _, err = start(node, "first-deploy", f"python3 {node.path('/fsx/work/train_standin.py')}")
+    assert code == 0, err
+    node.wait_until_ended(UNIT.format("first-deploy"))
+    code, status, _ = node.runner("status", "first-deploy")
+    assert (code, status["state"], status["exit_code"]) == (0, "inactive", 0), status
+    assert node.records(node.torchrun_record), "the bootstrap AMI's torchrun did not run"
+
+
+def test_without_any_torchrun_the_job_says_which_path_it_searched(job_node: JobNode) -> None:
+    node = job_node
+    node.extra_env["JOB_PATH"] = _on_this_node(node, layout.WORKLOAD_PATH)
+    node.worker_env(steps=1, every=1, step_s=0.02)
+    start(node, "no-torch", f"python3 {node.path('/fsx/work/train_standin.py')}")
+    node.wait_until_ended(UNIT.format("no-torch"))
+    _, status, _ = node.runner("status", "no-torch")
+    assert status["exit_code"] == 127, status
+    log = node.job_log("no-torch")
+    assert f"cannot start torchrun (PATH {node.extra_env['JOB_PATH']})" in log

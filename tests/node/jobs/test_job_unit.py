@@ -22,7 +22,7 @@ from jobs.settings import Settings
 from jobs.unit import job_unit, systemd_run_argv, torchrun_argv, unit_file
 
 TORCHRUN_BASE = [
-    "/opt/gpu-platform/venv/bin/torchrun",
+    "torchrun",
     "--nnodes",
     "2",
     "--nproc-per-node",

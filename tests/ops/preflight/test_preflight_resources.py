@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from botocore.stub import Stubber
+from moto.ec2.models import ec2_backends
 
 from ops.findings import Level
 from ops.preflight.aws import Aws
@@ -26,11 +27,46 @@ def _staging(bootstrap: str = PUBLIC):
     return env.model_copy(update={"image": env.image.model_copy(update={"bootstrap_ami_parameter": bootstrap})})
 
 
+#: The account that owns the public Deep Learning AMIs.
+DLAMI_OWNER = "898082745236"
+
+
+def _ami(aws: Aws, owner: str | None = None) -> str:
+    """An AMI in moto's EC2, owned by the environment's account unless owner says otherwise (as EC2 reports a
+    public AMI: its owner's account, not the caller's)."""
+    ami = aws.client("ec2").register_image(Name="Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04)")[
+        "ImageId"
+    ]
+    if owner:
+        region = aws.region
+        account = environment("staging").account
+        ec2_backends[account][region].amis[ami].owner_id = owner
+    return ami
+
+
 def test_ami_parameters_exist(aws: Aws) -> None:
-    aws.client("ssm").put_parameter(Name=LATEST, Value="ami-0123456789abcdef0", Type="String")
+    golden = _ami(aws)
+    aws.client("ssm").put_parameter(Name=LATEST, Value=golden, Type="String")
     findings = check_ami_parameters(_staging(), aws)
     assert {f.level for f in findings} == {Level.INFO}
-    assert findings[-1].message == f"{LATEST} = ami-0123456789abcdef0"
+    assert findings[-1].message == f"{LATEST} = {golden}"
+
+
+def test_the_public_bootstrap_ami_is_a_warning_with_where_the_first_golden_ami_comes_from(aws: Aws) -> None:
+    public = _ami(aws, owner=DLAMI_OWNER)
+    aws.client("ssm").put_parameter(Name=LATEST, Value=public, Type="String")
+    finding = check_ami_parameters(_staging(), aws)[-1]
+    assert finding.level is Level.WARNING
+    assert finding.message.startswith(f"no golden AMI yet: {LATEST} holds {public} (")
+    assert f"owner {DLAMI_OWNER}), the public bootstrap AMI" in finding.message
+    # staging receives its AMIs: the build runs in the environment that shares with it.
+    assert "lists staging in image.share_with builds one" in finding.fix
+
+
+def test_an_ami_the_account_cannot_see_is_a_warning(aws: Aws) -> None:
+    aws.client("ssm").put_parameter(Name=LATEST, Value="ami-0123456789abcdef0", Type="String")
+    finding = check_ami_parameters(_staging(), aws)[-1]
+    assert finding.level is Level.WARNING and "which this account cannot describe" in finding.message
 
 
 def test_fleet_parameter_absent_before_the_first_deploy_is_info(aws: Aws) -> None:
