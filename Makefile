@@ -141,6 +141,11 @@ diagram: setup
 	$(MAKE) --no-print-directory synth ENV=dev
 	$(PY) scripts/diagram.py
 
+## node-selftest: every probe a node runs, one verdict each, on this machine (a GPU machine: its PATH's torch, examples/)
+.PHONY: node-selftest
+node-selftest:
+	python3 scripts/node/selftest.py --instance-type none --workload-path "$$PATH" --examples examples
+
 ## clean: remove cdk.out/ and test caches
 clean:
 	rm -rf cdk.out cdk.out.new .pytest_cache
