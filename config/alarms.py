@@ -23,8 +23,8 @@ def _t(threshold: float, period_minutes: int, evaluation_periods: int) -> Thresh
 
 class Alarms(Strict):
     """Defaults: GPU utilization above 95 % for 10 minutes (warning); GPU temperature above
-    85 °C (critical); GPU idle below 30 % for 30 minutes (cost); any failed GPU health check;
-    any Spot interruption notice; in-service plus pending below desired for 15 minutes (the
+    85 °C (critical); GPU idle below 30 % for 30 minutes (cost); any failed GPU health check; any
+    platform unit down on a node over 10 minutes (the health check runs every 5 or so); any Spot interruption notice; in-service plus pending below desired for 15 minutes (the
     same threshold and period, for longer than the launch hook's timeout, without pending); FSx free
     capacity below 10 %; FSx throughput above 80 % of the file system's for 15 minutes;
     any security-relevant API change (IAM policy, security group, CloudTrail)."""
@@ -33,6 +33,7 @@ class Alarms(Strict):
     gpu_temperature_critical: Threshold = _t(85, 1, 2)
     gpu_idle: Threshold = _t(30, 5, 6)
     health_check_failures: Threshold = _t(1, 5, 1)
+    platform_units_down: Threshold = _t(1, 10, 1)
     spot_interruptions: Threshold = _t(1, 5, 1)
     capacity_shortfall: Threshold = _t(1, 5, 3)
     fsx_free_capacity_percent: Threshold = _t(10, 5, 3)

@@ -14,6 +14,8 @@ from gpu_constructs.observability.alarm_factory import ABOVE, AT_LEAST, BELOW, A
 
 #: Published by the node's GPU health check (scripts/node/gpu_health.py).
 HEALTH_METRIC = "GpuHealthCheckFailed"
+#: Published by the same check: the platform's units that are down on the node (scripts/node/health/units.py).
+UNITS_DOWN_METRIC = "PlatformUnitsDown"
 #: Nodes short of desired for longer than the launch hook holds a launch.
 LAUNCH_STALLED = "launch-stalled"
 #: Auto Scaling group metrics (AWS/AutoScaling) by the id the alarm expressions give them.
@@ -48,8 +50,8 @@ def _group_metrics(asg: dict[str, str], every: Duration) -> Callable[..., dict[s
 
 class FleetAlarms(Construct):
     """Utilization high (warning), temperature (critical), idle (cost), health-check failures,
-    capacity shortfall, stalled launches, and the composite "fleet unhealthy" (health, shortfall,
-    stalled launches or temperature).
+    a platform unit down on a node (warning), capacity shortfall, stalled launches, and the composite
+    "fleet unhealthy" (health, shortfall, stalled launches or temperature).
 
     Attributes:
         alarms (name -> alarm), unhealthy (the composite alarm).
@@ -129,6 +131,25 @@ class FleetAlarms(Construct):
                 period=period(t.health_check_failures),
             ),
             threshold=t.health_check_failures,
+            comparison=AT_LEAST,
+        )
+        # A dead termination or Spot watcher (or the fleet's service) leaves the GPUs fine, so it is not in the
+        # composite: no checkpoint before a node leaves, a termination hook left to time out. Every node publishes
+        # its count at each health check (every 5 minutes after the last one ended); a period of 10 holds one.
+        add(
+            "platform-units-down",
+            description=(
+                f"WARNING {fleet_name}: a platform unit is down on a node (termination or Spot watcher, or the "
+                "fleet's service): no checkpoint before it leaves; the node's gpu-health.log names the unit"
+            ),
+            metric=cloudwatch.Metric(
+                namespace=namespace,
+                metric_name=UNITS_DOWN_METRIC,
+                dimensions_map=asg,
+                statistic="Maximum",
+                period=period(t.platform_units_down),
+            ),
+            threshold=t.platform_units_down,
             comparison=AT_LEAST,
         )
         # Launching nodes are Pending (Pending:Wait while the launch hook holds them for their GPU

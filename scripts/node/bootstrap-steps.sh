@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The steps of bootstrap.sh, which sources this file: each step_* function returns non-zero on failure
 # and logs why (errexit does not apply inside them); run_step runs one by its name in STEPS. The steps,
-# in order, what each does, and the settings they read are described at the top of bootstrap.sh.
+# in order, what each does, and the settings they read are described at the top of bootstrap.sh. The
+# steps that start systemd units (units, lustre, containers, services, service) are in bootstrap-units.sh.
 #
 # The settings (NODE_ENV_FILE, PYTHON_BIN, ...), the node's state (INSTANCE_ID, EXPECTED_GPUS, ...) and
 # the helpers (log, run_logged, capture, write_file, set_env_value) are bootstrap.sh's.
@@ -131,28 +132,6 @@ step_cloudwatch_agent() {
   AGENT_STARTED=true
 }
 
-step_units() {
-  local unit target copied=0
-  mkdir -p -- "$SYSTEMD_UNIT_DIR" || return 1
-  for unit in "$NODE_DIR"/systemd/*.service "$NODE_DIR"/systemd/*.timer; do
-    [[ -f "$unit" ]] || continue
-    target="${SYSTEMD_UNIT_DIR}/$(basename -- "$unit")"
-    # rm first: a unit linked there earlier (systemctl link) would make install copy onto itself.
-    if ! { rm -f -- "$target" && install -m 0644 -- "$unit" "$target"; }; then
-      log "cannot install ${unit} as ${target}"
-      return 1
-    fi
-    copied=$((copied + 1))
-  done
-  if ((copied == 0)); then
-    log "no unit files under ${NODE_DIR}/systemd"
-    return 1
-  fi
-  log "installed ${copied} unit files in ${SYSTEMD_UNIT_DIR}"
-  run_logged "$SYSTEMCTL_BIN" daemon-reload || return 1
-  run_logged "$SYSTEMCTL_BIN" enable --now "$LIFECYCLE_WATCHER_UNIT" || return 1
-}
-
 step_scratch() {
   run_logged bash "$NODE_DIR/mount-scratch.sh"
 }
@@ -204,75 +183,11 @@ step_gpu_health() {
     health+=(--efa-devices 0)
   fi
   # Unhealthy here abandons the launch (below); the reasons are in this log and, per reason class, in
-  # the GpuNodeUnhealthy metric (CompleteLifecycleAction carries no reason).
-  run_logged "$PYTHON_BIN" "$NODE_DIR/gpu_health.py" --once --expected-gpus "$EXPECTED_GPUS" --no-set-health \
+  # the GpuNodeUnhealthy metric (CompleteLifecycleAction carries no reason). The platform's units are not
+  # counted here: the units and services steps check those they start.
+  run_logged "$PYTHON_BIN" "$NODE_DIR/gpu_health.py" --once --expected-gpus "$EXPECTED_GPUS" --no-set-health --no-unit-check \
     --namespace "${CONF[METRIC_NAMESPACE]}" --asg-name "${CONF[ASG_NAME]}" --instance-id "$INSTANCE_ID" \
     --region "${CONF[AWS_REGION]}" --imds-url "$IMDS_URL" "${health[@]}" "${extra[@]}"
-}
-
-step_lustre() {
-  run_logged "$SYSTEMCTL_BIN" enable "$LUSTRE_UNIT" || return 1
-  if ! run_logged "$SYSTEMCTL_BIN" start "$LUSTRE_UNIT"; then
-    log "${LUSTRE_UNIT} failed to mount ${CONF[FSX_DNS_NAME]}@tcp:/${CONF[FSX_MOUNT_NAME]} at ${CONF[FSX_MOUNT_POINT]}"
-    run_logged "$SYSTEMCTL_BIN" status --no-pager --lines=20 "$LUSTRE_UNIT" || true
-    return 1
-  fi
-}
-
-step_containers() {
-  if [[ "${CONF[CONTAINERS_ENABLED]}" != true ]]; then
-    log "CONTAINERS_ENABLED=false: nothing to do"
-    return 0
-  fi
-  run_logged "$SYSTEMCTL_BIN" enable --now "$CONTAINER_RUNTIME_UNIT"
-}
-
-step_services() {
-  local unit
-  for unit in "${SERVICE_UNITS[@]}"; do
-    run_logged "$SYSTEMCTL_BIN" enable --now "$unit" || return 1
-  done
-}
-
-# The fleet's service: started last, once the node is known good; the launch hook's CONTINUE waits for its
-# health check. The start timeout counts from the start (an image pull is part of it).
-step_service() {
-  if [[ ! -e "$SERVICE_FILE" ]]; then
-    log "no ${SERVICE_FILE}: this fleet serves nothing"
-    return 0
-  fi
-  local key value mode="" port="" path="" timeout="" started="$SECONDS" left
-  capture env PYTHONPATH="$NODE_DIR" "$PYTHON_BIN" -m serving.settings --config "$SERVICE_FILE" || return 1
-  while IFS='=' read -r key value; do
-    case "$key" in
-      MODE) mode="$value" ;;
-      PORT) port="$value" ;;
-      HEALTH_CHECK_PATH) path="$value" ;;
-      START_TIMEOUT) timeout="$value" ;;
-      *) ;;
-    esac
-  done <<<"$CAPTURED"
-  log "service (${mode}) on port ${port}, health check ${path}, start timeout ${timeout} s"
-  capture env PYTHONPATH="$NODE_DIR" "$PYTHON_BIN" -m serving.unit --config "$SERVICE_FILE" || return 1
-  write_file "${SYSTEMD_UNIT_DIR}/${GPU_SERVICE_UNIT}.d/50-service.conf" "$CAPTURED" || {
-    log "cannot write the drop-in of ${GPU_SERVICE_UNIT} under ${SYSTEMD_UNIT_DIR}"
-    return 1
-  }
-  run_logged "$SYSTEMCTL_BIN" daemon-reload || return 1
-  if run_logged "$SYSTEMCTL_BIN" enable --now "$GPU_SERVICE_UNIT"; then
-    left=$((timeout - (SECONDS - started)))
-    ((left > 0)) || left=1
-    if run_logged env PYTHONPATH="$NODE_DIR" "$PYTHON_BIN" -m serving.wait --port "$port" --path "$path" \
-      --timeout "$left" --interval "$SERVICE_WAIT_INTERVAL_S" --unit "$GPU_SERVICE_UNIT" --systemctl "$SYSTEMCTL_BIN"; then
-      return 0
-    fi
-  fi
-  log "${GPU_SERVICE_UNIT} is not serving; the last lines of ${SERVICE_LOG}:"
-  if [[ -r "$SERVICE_LOG" ]]; then
-    tail -n 20 -- "$SERVICE_LOG" | relay
-  fi
-  run_logged "$SYSTEMCTL_BIN" status --no-pager --lines=0 "$GPU_SERVICE_UNIT" || true
-  return 1
 }
 
 run_step() {

@@ -14,10 +14,11 @@
 #                     so that the log of a node that fails a later step still reaches CloudWatch
 #   units             copy systemd/* to /etc/systemd/system, daemon-reload, enable --now
 #                     lifecycle-watcher.service (a node terminated while launching still gets its
-#                     termination hook completed)
-#   scratch           mount-scratch.sh: NVMe instance store (RAID 0 over several disks) or else the
-#                     launch template's scratch EBS volume, formatted only when it holds no file
-#                     system, mounted at /scratch (mode 1777, fstab nofail); no such device: skipped
+#                     termination hook completed), which must stay up (below)
+#   scratch           mount-scratch.sh: NVMe instance store (the image's mount of it bound at /scratch
+#                     when the image mounted it, else RAID 0 over several disks) or else the launch
+#                     template's scratch EBS volume, formatted only when it holds no file system,
+#                     mounted at /scratch (mode 1777, fstab nofail); no such device: skipped
 #   efa               EFA_ENABLED=true only: efa-node.env + /etc/profile.d/gpu-platform-nccl.sh
 #                     (FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1 on GPUDirect RDMA types,
 #                     NCCL_DEBUG=WARN)
@@ -27,12 +28,16 @@
 #                     has), libfabric's efa provider and NCCL's OFI plugin (--efa-devices N)
 #   lustre            systemctl enable + start lustre-mount.service (blocks until mounted or failed)
 #   containers        CONTAINERS_ENABLED=true only: systemctl enable --now docker.service
-#   services          systemctl enable --now gpu-health.timer spot-watcher.service
+#   services          systemctl enable --now gpu-health.timer spot-watcher.service; both must stay up
 #   service           only where the user data wrote /etc/gpu-platform/service.json (a served fleet):
 #                     check it (serving.settings), write the drop-in of gpu-service.service
 #                     (serving.unit), enable --now it, then wait for http://127.0.0.1:<port><path> to
 #                     answer 200 within the service's start_timeout_seconds (serving.wait); a timeout
 #                     or a failed unit fails the step, with the service log's last lines in this log
+#
+# Staying up (bootstrap-units.sh): a unit the units or services step started must be active right after its
+# start and UNIT_SETTLE_S seconds later, and not restarted by systemd in between; else the step fails with
+# the unit's last log lines (its StandardOutput= file and its journal) in this log.
 #
 # Then the launch hook is completed with CONTINUE. On the first failing step it is completed with
 # ABANDON (the group terminates the instance and launches another) and the log names the step.
@@ -48,8 +53,9 @@
 # CLOUDWATCH_AGENT_CONFIG, EFA_NODE_ENV_FILE [/etc/gpu-platform/...], PROFILE_SCRIPT
 # [/etc/profile.d/gpu-platform-nccl.sh], BOOTSTRAP_LOG, SYSTEMD_UNIT_DIR [/etc/systemd/system],
 # IMDS_URL [http://169.254.169.254], PYTHON_BIN [/usr/bin/python3], SYSTEMCTL_BIN [systemctl],
-# SERVICE_FILE [/etc/gpu-platform/service.json], SERVICE_LOG [/var/log/gpu-platform/service.log],
-# SERVICE_WAIT_INTERVAL_S [2], FI_INFO_BIN [/opt/amazon/efa/bin/fi_info], CLOUDWATCH_AGENT_CTL [the agent's ctl under
+# SERVICE_FILE [/etc/gpu-platform/service.json], SERVICE_WAIT_INTERVAL_S [2], UNIT_SETTLE_S [5],
+# JOURNALCTL_BIN [journalctl], UNIT_LOG_ROOT [empty: a folder the units' log files are read under],
+# FI_INFO_BIN [/opt/amazon/efa/bin/fi_info], CLOUDWATCH_AGENT_CTL [the agent's ctl under
 # /opt/aws/amazon-cloudwatch-agent/bin], GPU_HEALTH_ARGS (extra gpu_health.py flags, split on
 # spaces), LOG_FLUSH_WAIT_S [10: seconds given to the agent to ship the log before ABANDON]; the
 # scratch step's own (SCRATCH_MOUNT_POINT, FSTAB, LSBLK_BIN, BLKID_BIN, MKFS_BIN, MOUNT_BIN, ...)
@@ -79,8 +85,10 @@ readonly CLOUDWATCH_AGENT_CTL="${CLOUDWATCH_AGENT_CTL:-/opt/aws/amazon-cloudwatc
 readonly GPU_HEALTH_ARGS="${GPU_HEALTH_ARGS:-}"
 readonly LOG_FLUSH_WAIT_S="${LOG_FLUSH_WAIT_S:-10}"
 readonly SERVICE_FILE="${SERVICE_FILE:-/etc/gpu-platform/service.json}"
-readonly SERVICE_LOG="${SERVICE_LOG:-/var/log/gpu-platform/service.log}"
 readonly SERVICE_WAIT_INTERVAL_S="${SERVICE_WAIT_INTERVAL_S:-2}"
+readonly UNIT_SETTLE_S="${UNIT_SETTLE_S:-5}"
+readonly JOURNALCTL_BIN="${JOURNALCTL_BIN:-journalctl}"
+readonly UNIT_LOG_ROOT="${UNIT_LOG_ROOT:-}"
 
 readonly STEPS=(config identity instance-type cloudwatch-agent units scratch efa gpu-health lustre containers services
   service)
@@ -180,9 +188,12 @@ set_env_value() {
   write_file "$NODE_ENV_FILE" "${kept:+${kept}${nl}}${key}=${value}${nl}"
 }
 
-# The steps (step_* and run_step, which runs one by name) are in bootstrap-steps.sh beside this file.
-# shellcheck source=bootstrap-steps.sh source-path=SCRIPTDIR  # shellcheck -x checks both files together
+# The steps (step_* and run_step, which runs one by name) are in bootstrap-steps.sh beside this file, those
+# that start systemd units in bootstrap-units.sh.
+# shellcheck source=bootstrap-steps.sh source-path=SCRIPTDIR  # shellcheck -x checks the files together
 source "${NODE_DIR}/bootstrap-steps.sh"
+# shellcheck source=bootstrap-units.sh source-path=SCRIPTDIR
+source "${NODE_DIR}/bootstrap-units.sh"
 
 # ---------------------------------------------------------------------------------------------
 # the launch lifecycle hook

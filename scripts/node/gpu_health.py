@@ -7,6 +7,8 @@ is installed, a DCGM diagnostic (``--dcgm-level``); decides with a pure function
 then, behind flags, logs the reasons, turns persistence mode back on, publishes
 ``GpuHealthCheckFailed`` (1 or 0) and ``GpuNodeUnhealthy`` per reason class per Auto Scaling group,
 and, once no checkpoint is in progress, marks the instance Unhealthy so that its group replaces it.
+It also counts the platform's units that are down (``PlatformUnitsDown``: a metric and an alarm, never
+a reason to replace the node; health/units.py).
 
     gpu_health.py --once --expected-gpus 8                # boot: exit 0 healthy, 1 unhealthy
     gpu_health.py --expected-gpus 8 --interval 300        # long-running loop (the timer is preferred)
@@ -15,8 +17,8 @@ and, once no checkpoint is in progress, marks the instance Unhealthy so that its
 
 The check is split by concern, flat modules beside this one in /opt/gpu-platform/node:
 health_parse, health_dcgm, health_efa (tool output -> facts), health_xids (the Xid policy, data in
-xid_catalog.csv), health_decide (facts -> verdict), health_probe (runs the tools), health_act
-(persistence fix, identity, metrics, checkpoint wait, instance health). This module is the command line and the run; it is the one that opens the AWS clients.
+xid_catalog.csv), health_decide (facts -> verdict), health_probe (runs the tools), health_units (the
+platform's units), health_act (persistence fix, identity, metrics, checkpoint wait, instance health). This module is the command line and the run; it is the one that opens the AWS clients.
 
 Python 3 standard library plus boto3 (imported only when an AWS action runs).
 """
@@ -29,7 +31,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from health.act import (
     CHECKPOINT_LOCK,
@@ -38,6 +40,7 @@ from health.act import (
     NODE_RUNNING_METRIC,
     REASON_METRIC,
     NodeIdentity,
+    configure_logging,
     fix_persistence,
     log_report,
     mark_unhealthy,
@@ -50,13 +53,23 @@ from health.decide import FABRIC_MANAGER_UNIT, HealthReport, evaluate
 from health.efa import FI_INFO_BIN
 from health.parse import SmiResult
 from health.probe import NVIDIA_SMI_COMMAND, read_efa, read_fabric, read_kernel_log, run_command, run_dcgm_diag
+from health.units import UNITS_DOWN_METRIC, add_unit_arguments, check_units
 from health.xids import parse_extra_xids
 from imds_client import DEFAULT_IMDS_URL
 
 LOG = logging.getLogger("gpu-health")
 
 # The metric names stay readable from the entry point: the fleet's alarms and dashboard tests read them here.
-__all__ = ["METRIC_NAME", "NODE_RUNNING_METRIC", "REASON_METRIC", "apply_actions", "build_parser", "check_once", "main"]
+__all__ = [
+    "METRIC_NAME",
+    "NODE_RUNNING_METRIC",
+    "REASON_METRIC",
+    "UNITS_DOWN_METRIC",
+    "apply_actions",
+    "build_parser",
+    "check_once",
+    "main",
+]
 
 
 def _extra_xids(text: str) -> dict[int, str]:
@@ -130,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--fabric-manager-state", help=f"recorded systemctl is-active {FABRIC_MANAGER_UNIT}")
     replay.add_argument("--fi-info-output", type=Path, help="recorded fi_info -p efa")
     replay.add_argument("--fi-info-rc", type=int, default=0)
+    add_unit_arguments(parser)
     return parser
 
 
@@ -179,6 +193,7 @@ def apply_actions(
     session: Any = None,
     checkpoint_lock: str = CHECKPOINT_LOCK,
     checkpoint_wait_s: float = 240.0,
+    units_down: int | None = None,
 ) -> list[str]:
     """Publish the metrics and, when unhealthy, mark the instance Unhealthy once no checkpoint is in
     progress (its termination would cut the checkpoint short); a checkpoint still running after
@@ -204,8 +219,10 @@ def apply_actions(
                 not report.healthy,
                 identity.market,
                 report.reason_classes,
+                units_down,
             )
-            LOG.info("published %s=%d to %s", METRIC_NAME, int(not report.healthy), namespace)
+            units = "" if units_down is None else f", {UNITS_DOWN_METRIC}={units_down}"
+            LOG.info("published %s=%d%s to %s", METRIC_NAME, int(not report.healthy), units, namespace)
         except Exception as err:  # botocore errors share no base class worth importing here
             errors.append(f"put_metric_data failed: {err}")
             LOG.error(errors[-1])
@@ -238,6 +255,7 @@ def check_once(args: argparse.Namespace, session: Any = None) -> HealthReport:
             LOG.info("replayed nvidia-smi output: persistence mode left as it is")
         else:
             fix_persistence(report, args.smi_timeout)
+    units_down = check_units(args)
     publish, set_health = not args.no_metric, not args.no_set_health
     if publish or set_health:
         apply_actions(
@@ -249,35 +267,9 @@ def check_once(args: argparse.Namespace, session: Any = None) -> HealthReport:
             session=session,
             checkpoint_lock=args.checkpoint_lock,
             checkpoint_wait_s=args.checkpoint_wait,
+            units_down=units_down,
         )
     return report
-
-
-class _JournalFormatter(logging.Formatter):
-    """Under systemd, prefix lines with <priority> so the journal keeps their level."""
-
-    _PRIORITY: ClassVar[dict[int, int]] = {
-        logging.DEBUG: 7,
-        logging.INFO: 6,
-        logging.WARNING: 4,
-        logging.ERROR: 3,
-        logging.CRITICAL: 2,
-    }
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        if os.environ.get("JOURNAL_STREAM"):
-            return f"<{self._PRIORITY.get(record.levelno, 6)}>{line}"
-        return line
-
-
-def configure_logging() -> None:
-    if LOG.handlers:
-        return
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(_JournalFormatter("gpu-health: %(levelname)s %(message)s"))
-    LOG.addHandler(handler)
-    LOG.setLevel(logging.INFO)
 
 
 def main(argv: list[str] | None = None, session: Any = None) -> int:

@@ -142,3 +142,8 @@ EXAMPLES_DIR = "/opt/gpu-platform/examples"
 ENABLED_UNITS = (LIFECYCLE_WATCHER_UNIT, LUSTRE_UNIT, *SERVICE_UNITS, GPU_SERVICE_UNIT)
 """Every unit of UNITS the bootstrap enables (GPU_SERVICE_UNIT only on a served fleet); gpu-health.service
 itself is started by its timer."""
+
+PLATFORM_UNITS = (LIFECYCLE_WATCHER_UNIT, *(unit for unit in SERVICE_UNITS if unit.endswith(".service")))
+"""The platform's long-running units on every node (the termination and Spot watchers). The bootstrap abandons
+the launch when one does not stay up after its start; in service, gpu_health counts those that are down
+(PlatformUnitsDown), with GPU_SERVICE_UNIT where SERVICE_FILE exists."""

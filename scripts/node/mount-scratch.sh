@@ -2,6 +2,13 @@
 # Give a GPU node its local scratch file system at /scratch; the bootstrap's `scratch` step runs this.
 #
 # Which device:
+#   0. NVMe instance store that the image mounted before the bootstrap ran (the Deep Learning AMI mounts
+#      it at /opt/dlami/nvme): an instance store disk, or an array or partition on one, mounted anywhere
+#      but at SCRATCH_MOUNT_POINT. Its folder `scratch` (created, mode 1777) is bind-mounted at
+#      SCRATCH_MOUNT_POINT, so that /scratch is that store and the image's own files stay out of sight.
+#      The log names the device and the image's mount point (as does findmnt /scratch). No fstab line (a
+#      stale one for the mount point is removed): the image mounts the store at each boot and the
+#      bootstrap, which runs at each boot, binds it again.
 #   1. NVMe instance store, where the instance type has it (p4d, p4de, p5...): disks whose NVMe model
 #      is "Amazon EC2 NVMe Instance Storage". One disk is used as is; several are striped into one
 #      RAID 0 array (mdadm) so that a job sees all of them at one path; without mdadm the first disk
@@ -24,8 +31,8 @@
 # LSBLK_BIN [lsblk], BLKID_BIN [blkid], MKFS_BIN [mkfs.xfs], MOUNT_BIN [mount], MDADM_BIN [mdadm],
 # NVME_BIN [nvme].
 #
-# Exit status: 0 mounted, already mounted, or no scratch device; 1 a present device could not be
-# assembled, formatted or mounted (the bootstrap then abandons the launch).
+# Exit status: 0 mounted (or bound), already mounted, or no scratch device; 1 a present device could not
+# be assembled, formatted, mounted or bound (the bootstrap then abandons the launch).
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then  # the comment above is the usage; run nothing
     sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
     exit 0
@@ -47,8 +54,9 @@ readonly LABEL=gpu-scratch
 readonly FSTAB_OPTIONS="defaults,noatime,nofail,x-systemd.device-timeout=30s"
 readonly INSTANCE_STORE_MODEL="Amazon EC2 NVMe Instance Storage"
 readonly EBS_MODEL="Amazon Elastic Block Store"
+readonly IMAGE_SCRATCH_DIR=scratch
 
-declare -A MODEL=() FSTYPE=() MOUNTED=() CHILDREN=() ARRAY_OF=()
+declare -A MODEL=() FSTYPE=() MOUNTED=() CHILDREN=() ARRAY_OF=() MOUNTED_CHILD=()
 DISKS=()
 
 log() {
@@ -78,11 +86,12 @@ read_devices() {
     name="$(field "$line" NAME)"
     type="$(field "$line" TYPE)"
     parent="$(field "$line" PKNAME)"
+    MOUNTED["$name"]="$(field "$line" MOUNTPOINT)"
     if [[ -n "$parent" ]]; then
       CHILDREN["$parent"]=1
       [[ "$type" != raid* ]] || ARRAY_OF["$parent"]="$name"
+      [[ -z "${MOUNTED[$name]}" ]] || MOUNTED_CHILD["$parent"]="$name"
     fi
-    MOUNTED["$name"]="$(field "$line" MOUNTPOINT)"
     if [[ "$type" == disk && -z "$parent" ]]; then
       DISKS+=("$name")
       MODEL["$name"]="$(field "$line" MODEL)"
@@ -103,6 +112,42 @@ ebs_device_name() {
   done
   name="${name#/dev/}"
   printf '%s' "${name/#xvd/sd}"
+}
+
+# The instance store the image mounted, if it did: IMAGE_DEVICE (a disk, or an array or partition on one)
+# and IMAGE_MOUNT, where it is mounted (not at the mount point: that is a mount of ours, from fstab).
+find_image_mount() {
+  local disk dev
+  for disk in "${DISKS[@]}"; do
+    [[ "${MODEL[$disk]}" == "$INSTANCE_STORE_MODEL" ]] || continue
+    for dev in "$disk" "${MOUNTED_CHILD[$disk]:-}"; do
+      [[ -n "$dev" && -n "${MOUNTED[$dev]:-}" && "${MOUNTED[$dev]}" != "$MOUNT_POINT" ]] || continue
+      IMAGE_DEVICE="$dev"
+      IMAGE_MOUNT="${MOUNTED[$dev]}"
+      return 0
+    done
+  done
+  return 1
+}
+
+# MOUNT_POINT on the instance store the image mounted: its folder IMAGE_SCRATCH_DIR bound there, mode 1777.
+bind_image_mount() {
+  local source="${IMAGE_MOUNT%/}/${IMAGE_SCRATCH_DIR}"
+  log "instance store ${IMAGE_DEVICE} is mounted by the image at ${IMAGE_MOUNT}"
+  { mkdir -p -- "$source" "$MOUNT_POINT" && chmod 1777 -- "$source"; } ||
+    fail "cannot create ${source} (mode 1777) and ${MOUNT_POINT}"
+  log "\$ ${MOUNT_BIN} --bind ${source} ${MOUNT_POINT}"
+  "$MOUNT_BIN" --bind "$source" "$MOUNT_POINT" 2>&1 || fail "cannot bind ${source} at ${MOUNT_POINT}"
+  chmod 1777 -- "$MOUNT_POINT" || fail "cannot set mode 1777 on ${MOUNT_POINT}"
+  write_fstab ""
+  log "${MOUNT_POINT} is ${source} (instance store ${IMAGE_DEVICE}, mounted by the image), mode 1777"
+}
+
+# An EBS scratch volume left unused because the instance store is used instead: logged.
+note_spare_ebs() {
+  local spare
+  spare="$(DEVICE="" && pick_ebs >/dev/null 2>&1 && printf '%s' "$DEVICE")" || spare=""
+  [[ -z "$spare" ]] || log "EBS scratch volume ${spare} stays unused: the instance store is faster"
 }
 
 pick_instance_store() {
@@ -176,18 +221,17 @@ blkid_value() {
   "$BLKID_BIN" -p -o value -s "$2" "$1"
 }
 
-# The fstab line for the mount point, replacing an earlier one; the file is rewritten whole.
+# The fstab line for the mount point (none when ENTRY is empty), replacing an earlier one; rewritten whole.
 write_fstab() {
   local entry="$1" kept tmp
-  if [[ -f "$FSTAB" ]] && grep -qxF -- "$entry" "$FSTAB" &&
-    (($(awk -v mp="$MOUNT_POINT" '$1 !~ /^#/ && $2 == mp' "$FSTAB" | wc -l) == 1)); then
-    log "${FSTAB} already mounts ${MOUNT_POINT}: ${entry}"
+  if [[ "$(awk -v mp="$MOUNT_POINT" '$1 !~ /^#/ && $2 == mp' "$FSTAB" 2>/dev/null)" == "$entry" ]]; then
+    [[ -z "$entry" ]] || log "${FSTAB} already mounts ${MOUNT_POINT}: ${entry}"
     return 0
   fi
   kept="$(awk -v mp="$MOUNT_POINT" '$1 ~ /^#/ || $2 != mp' "$FSTAB" 2>/dev/null)" || kept=""
   tmp="$(mktemp "${FSTAB}.XXXXXX")" || fail "cannot write ${FSTAB}"
-  if printf '%s%s\n' "${kept:+${kept}$'\n'}" "$entry" >"$tmp" && chmod 0644 -- "$tmp" && mv -f -- "$tmp" "$FSTAB"; then
-    log "${FSTAB}: ${entry}"
+  if printf '%s\n' "${kept}${entry:+${kept:+$'\n'}${entry}}" >"$tmp" && chmod 0644 -- "$tmp" && mv -f -- "$tmp" "$FSTAB"; then
+    log "${FSTAB}: ${entry:-no line for ${MOUNT_POINT} any more (the image mounts the instance store)}"
     return 0
   fi
   rm -f -- "$tmp"
@@ -205,10 +249,13 @@ main() {
 
   read_devices
   DEVICE=""
+  if find_image_mount; then
+    note_spare_ebs
+    bind_image_mount
+    return 0
+  fi
   if pick_instance_store; then
-    local spare
-    spare="$(pick_ebs >/dev/null 2>&1 && printf '%s' "$DEVICE")" || spare=""
-    [[ -z "$spare" ]] || log "EBS scratch volume ${spare} stays unused: the instance store is faster"
+    note_spare_ebs
   elif ! pick_ebs; then
     log "no scratch device (no NVMe instance store, no EBS volume ${EBS_DEVICE}): nothing to do"
     return 0

@@ -30,6 +30,10 @@ from tests.node.helpers import NODE_DIR, FakeImds
 from tests.node.serving.test_service_bootstrap import free_port
 from tests.node.test_bootstrap import INSTANCE_TYPES, Node, lifecycle_call, new_node, stop_service
 
+# isort: split
+# Importable once tests.node.helpers has put scripts/node on sys.path.
+import layout
+
 BUCKET = "cdk-hnb659fds-assets-111111111111-us-east-1"
 KEY = "0123abcd.zip"
 EXAMPLES_KEY = "4567cdef.zip"
@@ -185,7 +189,7 @@ def test_a_served_fleet_gets_its_service_file_and_the_examples_and_serves_before
     # The bootstrap served from the unpacked example and continued only once it answered.
     log = boot.node.path("BOOTSTRAP_LOG").read_text()
     assert f"http://127.0.0.1:{port}/health answered 200 after" in log
-    assert f"stand-in: serving with {examples / 'serve.py'}" in boot.node.path("SERVICE_LOG").read_text()
+    assert f"stand-in: serving with {examples / 'serve.py'}" in boot.node.units.log(layout.SERVICE_LOG).read_text()
     assert boot.aws.calls == [lifecycle_call(boot.node, "CONTINUE")]
     assert boot.aws.fleet.state == "InService"
 

@@ -42,7 +42,9 @@ if [[ -n "${FAKE_MOUNT_FAIL:-}" ]]; then
   echo "mount: ${*: -1}: wrong fs type, bad option, bad superblock on ${*: -2:1}" >&2
   exit 32
 fi
-printf '%s %s %s rw,noatime 0 0\\n' "${*: -2:1}" "${*: -1}" "$2" >>"$PROC_MOUNTS"
+type="$2"
+[[ "$1" != --bind ]] || type=none
+printf '%s %s %s rw,noatime 0 0\\n' "${*: -2:1}" "${*: -1}" "$type" >>"$PROC_MOUNTS"
 """
 FAKE_MDADM = """#!/usr/bin/env bash
 printf 'mdadm %s\\n' "$*" >>"$FAKE_CALLS"
@@ -117,6 +119,8 @@ class FakeDisks:
         self.mount_point = root / "scratch"
         self.disks: list[Disk] = [root_disk()]
         self.arrays: dict[str, list[str]] = {}
+        self.array_mounts: dict[str, str] = {}  # array -> where the image mounted it
+        self.image_mount_point = root / "opt" / "dlami" / "nvme"  # the DLAMI's, under the test's folder
         self.fstab.parent.mkdir(exist_ok=True)
         self.fstab.write_text("LABEL=cloudimg-rootfs / ext4 discard,errors=remount-ro 0 1\n")
         self.mounts.write_text("/dev/nvme0n1p1 / ext4 rw,relatime 0 0\n")
@@ -147,6 +151,23 @@ class FakeDisks:
         self.disks.extend(disks)
         self.write()
 
+    def image_mounts(self, device: str, *, members: list[str] | None = None) -> Path:
+        """The image (the DLAMI) mounted the instance store before the bootstrap: ``device``, an array over
+        ``members`` or one instance store disk, ext4 at ``image_mount_point``, which it returns."""
+        mount_point = str(self.image_mount_point)
+        self.image_mount_point.mkdir(parents=True, exist_ok=True)
+        self.format(device, "5c1d3a8e-0b7f-4e2a-9d61-3f2b8c4e7a10", "ext4")
+        if members is None:
+            (disk,) = [d for d in self.disks if d.name == device]
+            disk.mounted_at, disk.fstype = mount_point, "ext4"
+        else:
+            self.arrays[device] = members
+            self.array_mounts[device] = mount_point
+        with self.mounts.open("a") as mounts:
+            mounts.write(f"{device} {mount_point} ext4 rw,relatime 0 0\n")
+        self.write()
+        return self.image_mount_point
+
     def format(self, device: str, uuid: str, fs_type: str = "xfs") -> None:
         (self.state / "fs" / _key(device)).write_text(f"TYPE={fs_type}\nUUID={uuid}\n")
 
@@ -158,13 +179,16 @@ class FakeDisks:
         return (self.state / "fs" / _key(device)).exists()
 
     def reboot(self, *, fstab_mounted: bool, arrays: dict[str, str] | None = None) -> None:
-        """A reboot: nothing mounted but the root, unless fstab mounted the scratch line again.
+        """A reboot: nothing mounted but the root and the image's instance store, unless fstab mounted the scratch
+        line again.
         ``arrays``: md device created before -> the name the kernel assembles it as at boot."""
         for created, assembled in (arrays or {}).items():
             members = [d.name for d in self.disks if d.model == INSTANCE_STORE_MODEL]
             self.arrays[assembled] = members
             (self.state / "fs" / _key(created)).rename(self.state / "fs" / _key(assembled))
-        lines = ["/dev/nvme0n1p1 / ext4 rw,relatime 0 0"]
+        lines = ["/dev/nvme0n1p1 / ext4 rw,relatime 0 0"]  # and what the image mounts at each boot:
+        lines += [f"{array} {mount_point} ext4 rw,relatime 0 0" for array, mount_point in self.array_mounts.items()]
+        lines += [f"{disk.name} {disk.mounted_at} ext4 rw,relatime 0 0" for disk in self.disks if disk.mounted_at]
         if fstab_mounted:
             (line,) = [x for x in self.fstab.read_text().splitlines() if x.split()[1] == str(self.mount_point)]
             lines.append(f"{line.split()[0]} {self.mount_point} xfs rw,noatime 0 0")
@@ -196,8 +220,10 @@ class FakeDisks:
                 )
             for array, members in self.arrays.items():
                 if disk.name in members:
+                    mounted, fs_type = self.array_mounts.get(array, ""), "ext4" if array in self.array_mounts else "xfs"
                     rows.append(
-                        f'NAME="{array}" TYPE="raid0" PKNAME="{disk.name}" MODEL="" SERIAL="" FSTYPE="xfs" MOUNTPOINT=""'
+                        f'NAME="{array}" TYPE="raid0" PKNAME="{disk.name}" MODEL="" SERIAL="" FSTYPE="{fs_type}" '
+                        f'MOUNTPOINT="{mounted}"'
                     )
             if disk.ec2_name:
                 (self.state / "nvme" / _key(disk.name)).write_text(_id_ctrl(disk.serial, disk.ec2_name))

@@ -3,11 +3,10 @@ recorded nvidia-smi output, and a moto-backed Auto Scaling endpoint for the laun
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from moto import mock_aws
 
 from tests.node.fake_aws import FakeAws, LifecycleFleet
 from tests.node.fake_disks import FakeDisks
+from tests.node.fake_units import FakeUnits, stop_units
 from tests.node.helpers import FIXTURES, NODE_DIR, FakeImds
 
 # isort: split
@@ -48,32 +48,8 @@ T4_SMI = "".join(
     f"{i}, Tesla T4, 00000000:00:{0x1B + i:02X}.0, Enabled, 0, 30\n" for i in range(4)
 )  # g4dn.12xlarge: 4 x T4
 
-# Records every call (name and arguments) in $FAKE_CALLS; behaviour from FAKE_* variables.
-FAKE_SYSTEMCTL = """#!/usr/bin/env bash
-printf 'systemctl %s\\n' "$*" >>"$FAKE_CALLS"
-if [[ "$*" == "${FAKE_SYSTEMCTL_TERM:-}" ]]; then
-  kill -TERM "$FAKE_BOOTSTRAP_PID"
-fi
-if [[ "$*" == "${FAKE_SYSTEMCTL_FAIL:-}" ]]; then
-  echo "Job for ${*: -1} failed because the control process exited with error code." >&2
-  exit 1
-fi
-# gpu-service.service: start what its ExecStart runs (the real launcher), in a process group of its own;
-# `show` answers from that process (failed once it exited non-zero).
-if [[ "$*" == "enable --now gpu-service.service" ]]; then
-  setsid bash -c 'PYTHONPATH="$FAKE_NODE_DIR" "$FAKE_PYTHON" -m serving.launch run --config "$SERVICE_FILE"
-    echo "$?" >"$FAKE_SERVICE_DIR/rc"' </dev/null >>"$SERVICE_LOG" 2>&1 &
-  echo "$!" >"$FAKE_SERVICE_DIR/pid"
-fi
-if [[ "$1" == show && "${*: -1}" == gpu-service.service ]]; then
-  rc="$(cat "$FAKE_SERVICE_DIR/rc" 2>/dev/null || true)"
-  if [[ -n "$rc" && "$rc" != 0 ]]; then
-    printf 'ActiveState=failed\nSubState=failed\nResult=exit-code\nNRestarts=4\n'
-  else
-    printf 'ActiveState=active\nSubState=running\nResult=success\nNRestarts=0\n'
-  fi
-fi
-"""
+# Record every call (name and arguments) in $FAKE_CALLS; behaviour from FAKE_* variables. systemctl and
+# journalctl are tests/node/fake_units.py's.
 FAKE_FI_INFO = """#!/usr/bin/env bash
 printf 'fi_info %s\\n' "$*" >>"$FAKE_CALLS"
 devices="${FAKE_EFA_DEVICES:-0}"
@@ -91,6 +67,11 @@ done
 FAKE_AGENT_CTL = """#!/usr/bin/env bash
 printf 'amazon-cloudwatch-agent-ctl %s\\n' "$*" >>"$FAKE_CALLS"
 echo "Successfully fetched the config and saved in /opt/aws/amazon-cloudwatch-agent/etc/amazon-cloudwatch-agent.d"
+"""
+# As root, nvidia-modprobe -u loads nvidia-uvm and creates its device files; it says nothing when it cannot.
+FAKE_NVIDIA_MODPROBE = """#!/usr/bin/env bash
+printf 'nvidia-modprobe %s\\n' "$*" >>"$FAKE_CALLS"
+[[ -z "${FAKE_NVIDIA_MODPROBE_FAIL:-}" ]] || exit 1
 """
 
 
@@ -114,6 +95,7 @@ class Node:
     aws: FakeAws
     env: dict[str, str]
     disks: FakeDisks
+    units: FakeUnits
 
     @property
     def fleet(self) -> LifecycleFleet:
@@ -178,9 +160,9 @@ def install_fakes(bin_dir: Path) -> dict[str, str]:
     bin_dir.mkdir()
     paths = {}
     for name, text in (
-        ("systemctl", FAKE_SYSTEMCTL),
         ("fi_info", FAKE_FI_INFO),
         ("amazon-cloudwatch-agent-ctl", FAKE_AGENT_CTL),
+        ("nvidia-modprobe", FAKE_NVIDIA_MODPROBE),
     ):
         path = bin_dir / name
         path.write_text(text)
@@ -207,6 +189,7 @@ def new_node(tmp_path: Path, aws: FakeAws, imds: FakeImds) -> Node:
     (etc / "cloudwatch-agent.json").write_text('{"agent": {"run_as_user": "cwagent"}}')
     fakes = install_fakes(tmp_path / "bin")
     disks = FakeDisks(tmp_path)  # the root disk only: no scratch device unless a test adds one
+    units = FakeUnits(tmp_path)  # every unit stays up; gpu-service.service runs the real launcher (below)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "FAKE_"))},
         **aws.client_env(),
@@ -219,31 +202,35 @@ def new_node(tmp_path: Path, aws: FakeAws, imds: FakeImds) -> Node:
         "SYSTEMD_UNIT_DIR": str(tmp_path / "systemd-system"),
         "IMDS_URL": imds.url,
         "PYTHON_BIN": sys.executable,
-        "SYSTEMCTL_BIN": fakes["systemctl"],
         "FI_INFO_BIN": fakes["fi_info"],
         "CLOUDWATCH_AGENT_CTL": fakes["amazon-cloudwatch-agent-ctl"],
         "LOG_FLUSH_WAIT_S": "0",
         "FAKE_CALLS": str(tmp_path / "calls.log"),
         "SERVICE_FILE": str(etc / "service.json"),
-        "SERVICE_LOG": str(tmp_path / "log" / "gpu-platform" / "service.log"),
         "SERVICE_WAIT_INTERVAL_S": "0.2",
-        "FAKE_SERVICE_DIR": str(tmp_path),
-        "FAKE_NODE_DIR": str(NODE_DIR),
-        "FAKE_PYTHON": sys.executable,
+        "UNIT_SETTLE_S": "0.05",
         **disks.install(tmp_path / "bin"),
+        **units.install(tmp_path / "bin"),
     }
-    booted = Node(tmp=tmp_path, imds=imds, aws=aws, env=env, disks=disks)
+    # gpu-service.service as its unit file has it: the launcher's prepare as root (ExecStartPre=+), then run;
+    # systemd gives up after 5 starts (StartLimitBurst), i.e. 4 restarts.
+    launcher = f"env PYTHONPATH={shlex.quote(str(NODE_DIR))} {shlex.quote(sys.executable)} -m serving.launch"
+    config = '--config "$SERVICE_FILE"'
+    units.runs(
+        layout.GPU_SERVICE_UNIT,
+        f"exec {launcher} run {config}",
+        pre=f"{launcher} prepare {config} --nvidia-modprobe {shlex.quote(fakes['nvidia-modprobe'])}",
+        restarts=4,
+    )
+    booted = Node(tmp=tmp_path, imds=imds, aws=aws, env=env, disks=disks, units=units)
     booted.write_node_env()
     booted.boot_as("p4d.24xlarge", smi=FIXTURES / "p4d_healthy" / "nvidia-smi.out", efa_devices=4)
     return booted
 
 
 def stop_service(tmp_path: Path) -> None:
-    """Ends the process group the fake systemctl started for gpu-service.service, if any."""
-    pid_file = tmp_path / "pid"
-    if pid_file.exists():
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+    """Ends the processes the fake systemctl started for the units of the node under ``tmp_path``."""
+    stop_units(tmp_path / "units")
 
 
 @pytest.fixture
@@ -289,15 +276,18 @@ def test_every_step_runs_in_order_then_the_launch_hook_continues(node: Node) -> 
     assert result.steps("start") == STEPS
     assert result.steps("ok") == STEPS
     agent_config = node.path("CLOUDWATCH_AGENT_CONFIG")
+    show = "systemctl show --property=ActiveState,SubState,Result,NRestarts"
     assert result.calls == [
         f"amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s -c file:{agent_config}",
         "systemctl daemon-reload",
         "systemctl enable --now lifecycle-watcher.service",
+        *[f"{show} lifecycle-watcher.service"] * 2,  # up at once, and still up after the settle time
         "fi_info -p efa",
         "systemctl enable lustre-mount.service",
         "systemctl start lustre-mount.service",
         "systemctl enable --now gpu-health.timer",
         "systemctl enable --now spot-watcher.service",
+        *[f"{show} gpu-health.timer", f"{show} spot-watcher.service"] * 2,
     ]
     assert node.aws.calls == [lifecycle_call(node, "CONTINUE")]  # last, and only once everything passed
     assert node.fleet.state == "InService"

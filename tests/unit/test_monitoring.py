@@ -65,6 +65,7 @@ def test_fleet_alarms_follow_config(synth: Synth, env: str) -> None:
         "gpu-temperature-critical": (cfg.alarms.gpu_temperature_critical, "GreaterThanThreshold", "nvidia_smi_temperature_gpu", "Maximum"),
         "gpu-idle": (cfg.alarms.gpu_idle, "LessThanThreshold", "nvidia_smi_utilization_gpu", "Average"),
         "health-check-failed": (cfg.alarms.health_check_failures, "GreaterThanOrEqualToThreshold", "GpuHealthCheckFailed", "Maximum"),
+        "platform-units-down": (cfg.alarms.platform_units_down, "GreaterThanOrEqualToThreshold", "PlatformUnitsDown", "Maximum"),
     }  # fmt: skip
     for fleet in cfg.fleets:
         group = names.asg_name(fleet.name)
@@ -221,7 +222,11 @@ def test_every_alarm_metric_is_published_by_someone(synth: Synth, env: str) -> N
     names = ResourceNames.of(synth.environments[env])
     agent = _agent_config(synth, env)
     assert agent["metrics"]["namespace"] == names.metrics_namespace
-    node_metrics = published_metrics(agent) | {gpu_health.METRIC_NAME, gpu_health.NODE_RUNNING_METRIC}
+    node_metrics = published_metrics(agent) | {
+        gpu_health.METRIC_NAME,
+        gpu_health.NODE_RUNNING_METRIC,
+        gpu_health.UNITS_DOWN_METRIC,
+    }
     stack = monitoring(synth, env)
     filters = {
         (t["MetricNamespace"], t["MetricName"])

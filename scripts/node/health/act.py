@@ -1,9 +1,9 @@
 """What the GPU health check does about its verdict: logs it, fixes what it may, tells AWS.
 
-Owns the node's side effects besides reading: the reasons in the log, ``nvidia-smi -pm 1`` when
-persistence mode is off, the instance identity (flags, else IMDSv2), the CloudWatch metrics
-(``GpuHealthCheckFailed`` per Auto Scaling group, ``NodeRunning`` per group and market) and
-``SetInstanceHealth(Unhealthy)``. The AWS calls take a client; gpu_health opens them.
+Owns the node's side effects besides reading: the reasons in the log (and how its lines are written), ``nvidia-smi
+-pm 1`` when persistence mode is off, the instance identity (flags, else IMDSv2), the CloudWatch metrics
+(``GpuHealthCheckFailed`` and ``PlatformUnitsDown`` per Auto Scaling group, ``NodeRunning`` per group and market)
+and ``SetInstanceHealth(Unhealthy)``. The AWS calls take a client; gpu_health opens them.
 """
 
 from __future__ import annotations
@@ -12,16 +12,18 @@ import argparse
 import fcntl
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from imds_client import ImdsClient, ImdsError
 
 from health.decide import PERSISTENCE_FIX_COMMAND, HealthReport
 from health.parse import first_line
 from health.probe import run_command
+from health.units import UNITS_DOWN_METRIC
 
 LOG = logging.getLogger("gpu-health")
 
@@ -88,18 +90,15 @@ def publish_metric(
     failed: bool,
     market: str | None = None,
     reasons: Iterable[str] = (),
+    units_down: int | None = None,
 ) -> None:
-    """The check's result, one ``GpuNodeUnhealthy`` per reason class when it failed, and (when the market
-    is known) one ``NodeRunning`` per node and market, which the dashboard sums into Spot and On-Demand
-    node counts per fleet."""
-    data = [
-        {
-            "MetricName": METRIC_NAME,
-            "Dimensions": [{"Name": ASG_DIMENSION, "Value": asg_name}],
-            "Value": 1.0 if failed else 0.0,
-            "Unit": "Count",
-        }
-    ]
+    """The check's result, one ``GpuNodeUnhealthy`` per reason class when it failed, the count of the platform's
+    units that are down (when they were checked), and (when the market is known) one ``NodeRunning`` per node and
+    market, which the dashboard sums into Spot and On-Demand node counts per fleet."""
+    group = [{"Name": ASG_DIMENSION, "Value": asg_name}]
+    data = [{"MetricName": METRIC_NAME, "Dimensions": group, "Value": 1.0 if failed else 0.0, "Unit": "Count"}]
+    if units_down is not None:
+        data.append({"MetricName": UNITS_DOWN_METRIC, "Dimensions": group, "Value": float(units_down), "Unit": "Count"})
     data += [
         {
             "MetricName": REASON_METRIC,
@@ -160,3 +159,30 @@ def log_report(report: HealthReport) -> None:
         return
     for reason in report.reasons:
         LOG.error("unhealthy: %s", reason)
+
+
+class _JournalFormatter(logging.Formatter):
+    """Under systemd, prefix lines with <priority> so the journal keeps their level."""
+
+    _PRIORITY: ClassVar[dict[int, int]] = {
+        logging.DEBUG: 7,
+        logging.INFO: 6,
+        logging.WARNING: 4,
+        logging.ERROR: 3,
+        logging.CRITICAL: 2,
+    }
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        if os.environ.get("JOURNAL_STREAM"):
+            return f"<{self._PRIORITY.get(record.levelno, 6)}>{line}"
+        return line
+
+
+def configure_logging() -> None:
+    if LOG.handlers:
+        return
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(_JournalFormatter("gpu-health: %(levelname)s %(message)s"))
+    LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)

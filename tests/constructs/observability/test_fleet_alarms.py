@@ -9,7 +9,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
 from gpu_constructs.observability.alarm_factory import AlarmFactory
-from gpu_constructs.observability.fleet_alarms import HEALTH_METRIC, FleetAlarms
+from gpu_constructs.observability.fleet_alarms import HEALTH_METRIC, UNITS_DOWN_METRIC, FleetAlarms
 from tests.constructs.conftest import ALARMS, bare_stack, template
 
 GROUP = "gpu-platform-dev-train"
@@ -40,6 +40,22 @@ def test_health_alarm_reads_the_health_checks_metric_of_this_group(tmpl: Templat
     assert (health["Namespace"], health["MetricName"]) == ("GpuPlatform/dev", HEALTH_METRIC)
     assert health["Dimensions"] == [{"Name": "AutoScalingGroupName", "Value": GROUP}]
     assert health["ComparisonOperator"] == "GreaterThanOrEqualToThreshold" and health["Threshold"] == 1
+
+
+def test_units_down_alarm_reads_the_count_the_health_check_publishes_for_this_group(tmpl: Template) -> None:
+    down = _alarms(tmpl)["platform-units-down"]
+    assert (down["Namespace"], down["MetricName"], down["Statistic"]) == (
+        "GpuPlatform/dev",
+        UNITS_DOWN_METRIC,
+        "Maximum",
+    )
+    assert down["Dimensions"] == [{"Name": "AutoScalingGroupName", "Value": GROUP}]
+    assert down["ComparisonOperator"] == "GreaterThanOrEqualToThreshold" and down["Threshold"] == 1
+    # The health check runs every 5 minutes after the previous run ended (a DCGM run takes up to 3): a period
+    # holds a count from every node. No count (no node, or no check) is not a unit down.
+    assert down["Period"] == ALARMS.platform_units_down.period_minutes * 60 >= 10 * 60
+    assert down["TreatMissingData"] == "notBreaching"
+    assert down["AlarmActions"] and down["OKActions"]
 
 
 def test_launch_stalled_outlasts_the_launch_hook(tmpl: Template) -> None:

@@ -239,6 +239,7 @@ class Node:
                     "--once", "--imds-url", imds.url, "--namespace", NAMESPACE, "--dcgm", "off",
                     "--expected-gpus", "8", "--kernel-log-file", str(P4D_KERNEL),
                     "--fabric-wait", str(fabric_wait),
+                    "--no-unit-check",  # the platform's units: tests/node/health/test_health_units.py
                 ]
             )  # fmt: skip
 

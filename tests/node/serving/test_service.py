@@ -142,6 +142,14 @@ if [[ "$1" == run ]]; then printf 'PYTHONPATH=%s\\n' "${PYTHONPATH:-unset}" >>"$
 """
 
 
+# nvidia-modprobe as root: records its arguments; exits 1 silently (as the real one does for -u) when told to.
+UVM_CALL = "nvidia-modprobe --unified-memory --create-nvidia-device-file=0"
+FAKE_NVIDIA_MODPROBE = """#!/usr/bin/env bash
+printf 'nvidia-modprobe %s\\n' "$*" >>"$DOCKER_CALLS"
+[[ -z "${NVIDIA_MODPROBE_FAILS:-}" ]] || exit 1
+"""
+
+
 @pytest.fixture
 def docker(tmp_path: Path) -> Path:
     path = tmp_path / "docker"
@@ -150,13 +158,23 @@ def docker(tmp_path: Path) -> Path:
     return path
 
 
-def test_an_image_is_pulled_then_run_with_the_gpus_and_its_port(tmp_path: Path, docker: Path) -> None:
+@pytest.fixture
+def modprobe(tmp_path: Path) -> Path:
+    path = tmp_path / "nvidia-modprobe"
+    path.write_text(FAKE_NVIDIA_MODPROBE)
+    path.chmod(0o755)
+    return path
+
+
+def test_an_image_is_pulled_then_run_with_the_gpus_and_its_port(tmp_path: Path, docker: Path, modprobe: Path) -> None:
     config = str(write(tmp_path, IMAGE))
     env = {"DOCKER_CALLS": str(tmp_path / "calls")}
+    flags = ("--config", config, "--docker", str(docker), "--nvidia-modprobe", str(modprobe))
     for action in ("prepare", "run", "cleanup"):
-        done = node_module("serving.launch", action, "--config", config, "--docker", str(docker), env=env)
+        done = node_module("serving.launch", action, *flags, env=env)
         assert done.returncode == 0, done.stderr
     assert (tmp_path / "calls").read_text().splitlines() == [
+        UVM_CALL,
         "rm --force gpu-service",
         "pull --quiet nvcr.io/nvidia/tritonserver:24.05-py3",
         "run --rm --name gpu-service --runtime nvidia --gpus all --publish 9000:9000 --env PORT=9000 --pull never "
@@ -178,13 +196,15 @@ def test_a_pull_that_keeps_failing_fails_the_start(
     assert pauses == [5, 10]
 
 
-def test_a_command_replaces_the_launcher_split_like_a_shell_without_one(tmp_path: Path) -> None:
+def test_a_command_replaces_the_launcher_split_like_a_shell_without_one(tmp_path: Path, modprobe: Path) -> None:
     out = tmp_path / "argv.json"
     script = "import json, os, sys; json.dump([sys.argv[1:], os.environ.get('PYTHONPATH'), os.environ['PORT']], open(sys.argv[1], 'w'))"
     command = f"{sys.executable} -c \"{script}\" {out} 'two words' '$HOME;rm'"
     config = str(write(tmp_path, COMMAND | {"command": command}))
-    done = node_module("serving.launch", "prepare", "--config", config)  # nothing to prepare for a command
-    assert (done.returncode, done.stdout) == (0, "")
+    env = {"DOCKER_CALLS": str(tmp_path / "calls")}
+    done = node_module("serving.launch", "prepare", "--config", config, "--nvidia-modprobe", str(modprobe), env=env)
+    assert done.returncode == 0, done.stderr  # for a command, only CUDA's device files
+    assert (tmp_path / "calls").read_text().splitlines() == [UVM_CALL]
     done = node_module("serving.launch", "run", "--config", config, env={"PORT": "8080"})
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text()) == [[str(out), "two words", "$HOME;rm"], None, "8080"]

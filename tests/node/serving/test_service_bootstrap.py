@@ -20,6 +20,10 @@ from tests.node.fake_aws import FakeAws
 from tests.node.helpers import FakeImds
 from tests.node.test_bootstrap import STEPS, Node, Result, assert_abandoned, lifecycle_call, new_node, stop_service
 
+# isort: split
+# Importable once tests.node.helpers has put scripts/node on sys.path.
+import layout
+
 shared_aws = test_bootstrap.shared_aws  # one moto group for the module, reset per test
 
 STANDIN = Path(__file__).resolve().parent / "service_standin.py"
@@ -64,17 +68,25 @@ def test_a_served_node_continues_once_its_service_answers_200(served: Node) -> N
     assert served.aws.calls == [lifecycle_call(served, "CONTINUE")]
     assert served.fleet.state == "InService"
     assert time.monotonic() - started >= 1  # it waited for the model
-    # After every other step: the drop-in, a reload, then the unit; the wait asked systemd about it.
-    after = result.calls[result.calls.index("systemctl enable --now spot-watcher.service") + 1 :]
-    assert after[:2] == ["systemctl daemon-reload", "systemctl enable --now gpu-service.service"]
-    assert set(after[2:]) == {"systemctl show --property=ActiveState,SubState,Result,NRestarts gpu-service.service"}
+    # After every other step: the drop-in, a reload, then the unit, whose ExecStartPre (as root) made CUDA's
+    # device files; the wait asked systemd about it.
+    show = "systemctl show --property=ActiveState,SubState,Result,NRestarts"
+    services_done = max(i for i, call in enumerate(result.calls) if call == f"{show} spot-watcher.service")
+    after = result.calls[services_done + 1 :]
+    assert after[:3] == [
+        "systemctl daemon-reload",
+        "systemctl enable --now gpu-service.service",
+        "nvidia-modprobe --unified-memory --create-nvidia-device-file=0",
+    ]
+    assert set(after[3:]) == {f"{show} gpu-service.service"}
     assert f"http://127.0.0.1:{port}/ready answered 200 after" in result.log
     assert f"service (command) on port {port}, health check /ready, start timeout 20 s" in result.log
     unit = drop_in(served)
     assert "DynamicUser=yes" in unit and "User=gpu-service" in unit and f"Environment=PORT={port}" in unit
-    # The server's own lines went to the service log (the file the agent ships).
-    service_log = served.path("SERVICE_LOG").read_text()
+    # The server's own lines went to the service log (the file the agent ships), after the device files.
+    service_log = served.units.log(layout.SERVICE_LOG).read_text()
     assert "gpu-service: starting " in service_log and "tiny-sum-product ready" in service_log
+    assert service_log.index("/dev/nvidia-uvm-tools ready") < service_log.index("gpu-service: starting ")
 
 
 def answer_after_failure(result: Result) -> str:
@@ -115,6 +127,23 @@ def test_a_service_whose_unit_fails_abandons_without_waiting_out_the_timeout(ser
     assert time.monotonic() - started < 30
     assert "the service's unit failed (Result=exit-code, restarts 4)" in result.log
     assert "model failed: RuntimeError: CUDA error: out of memory (stand-in)" in result.log  # from service.log
+
+
+def test_a_service_whose_cuda_device_files_cannot_be_made_abandons_before_the_server_runs(served: Node) -> None:
+    serve(served, mode="ready")
+    served.env["FAKE_NVIDIA_MODPROBE_FAIL"] = "1"  # e.g. nvidia-uvm does not load for this kernel
+    result = served.run()
+
+    assert_abandoned(served, result, "service")
+    assert "Job for gpu-service.service failed because the control process exited with error code." in result.log
+    # ExecStartPre's own line, from service.log: what failed and the fix.
+    assert (
+        "gpu-service: cannot create /dev/nvidia-uvm and /dev/nvidia-uvm-tools "
+        f"({served.tmp / 'bin' / 'nvidia-modprobe'} --unified-memory --create-nvidia-device-file=0: exit 1); "
+        "fix: the image needs the NVIDIA driver's nvidia-uvm module and nvidia-modprobe"
+    ) in result.log
+    assert "gpu-service: starting" not in served.units.log(layout.SERVICE_LOG).read_text()  # the server never ran
+    assert not any(call.startswith("systemctl show") and "gpu-service" in call for call in result.calls)  # no wait
 
 
 @pytest.mark.parametrize(

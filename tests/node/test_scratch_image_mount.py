@@ -1,0 +1,72 @@
+# ruff: noqa: F811 - the moto and node fixtures are imported from their module and taken as parameters here
+"""/scratch on NVMe instance store that the image mounted before the bootstrap ran (the Deep Learning AMI mounts
+it at /opt/dlami/nvme): the real bootstrap.sh and mount-scratch.sh against fake disks (tests/node/fake_disks.py)
+whose instance store is already mounted, as in tests/node/test_scratch.py."""
+
+from __future__ import annotations
+
+import stat
+
+from tests.node.test_bootstrap import Node, Result
+from tests.node.test_scratch import (  # noqa: F401 - fixtures
+    INSTANCE_STORE,
+    OPTIONS,
+    ROOT_FSTAB,
+    assert_in_service,
+    node,
+    reboot,
+    scratch_aws,
+    scratch_calls,
+    with_ebs_scratch,
+    with_instance_store,
+)
+
+
+def assert_bound(node: Node, result: Result, device: str) -> None:
+    """/scratch is the image's mount's `scratch` folder, bound (no array, no mkfs, no fstab line), both 1777."""
+    source, mount_point = node.disks.image_mount_point / "scratch", node.disks.mount_point
+    assert scratch_calls(result) == [f"mount --bind {source} {mount_point}"]
+    assert f"{source} {mount_point} none" in node.disks.mounts.read_text()
+    assert stat.S_IMODE(source.stat().st_mode) == stat.S_IMODE(mount_point.stat().st_mode) == 0o1777
+    assert node.disks.scratch_lines() == []
+    assert f"{mount_point} is {source} (instance store {device}, mounted by the image), mode 1777" in result.log
+
+
+def test_instance_store_the_image_mounted_is_bound_at_scratch(node: Node) -> None:
+    with_instance_store(node)
+    with_ebs_scratch(node)
+    node.disks.image_mounts("/dev/md0", members=INSTANCE_STORE)
+    result = node.run()
+
+    assert_in_service(node, result)
+    assert_bound(node, result, "/dev/md0")
+    assert f"instance store /dev/md0 is mounted by the image at {node.disks.image_mount_point}" in result.log
+    assert not node.disks.has_fs("/dev/nvme2n1")  # the EBS scratch volume is left as it is
+    assert "EBS scratch volume /dev/nvme2n1 stays unused: the instance store is faster" in result.log
+
+
+def test_one_instance_store_disk_the_image_mounted_is_bound_too(node: Node) -> None:
+    with_instance_store(node, count=1)
+    node.disks.image_mounts("/dev/nvme3n1")
+    result = node.run()
+
+    assert_in_service(node, result)
+    assert_bound(node, result, "/dev/nvme3n1")
+
+
+def test_after_a_reboot_the_same_folder_is_bound_again_and_an_old_fstab_line_goes(node: Node) -> None:
+    with_instance_store(node)
+    node.disks.image_mounts("/dev/md0", members=INSTANCE_STORE)
+    # A line an earlier boot wrote (an image that did not mount the store itself) would mount a device that is gone.
+    node.disks.fstab.write_text(
+        f"{ROOT_FSTAB}\nUUID=0b0e7f2e-5d1c-4a8e-9f00-2c7a3c1d9e11 {node.disks.mount_point} xfs {OPTIONS} 0 0\n"
+    )
+    assert node.run().returncode == 0
+    assert node.disks.fstab.read_text() == ROOT_FSTAB + "\n"
+    (node.disks.image_mount_point / "scratch" / "job.tmp").write_text("kept")
+
+    reboot(node, fstab_mounted=False)  # the image mounts its store again; the bind is gone
+    result = node.run()
+    assert_in_service(node, result)
+    assert_bound(node, result, "/dev/md0")
+    assert (node.disks.image_mount_point / "scratch" / "job.tmp").read_text() == "kept"
