@@ -21,8 +21,16 @@ from pydantic import Field, field_validator, model_validator
 from config.base import ENV_NAME, Strict
 from config.catalog import UnknownInstanceType, get_instance_type
 
-#: AWS's public parameter for the Deep Learning base AMI with the NVIDIA driver (Ubuntu 22.04, x86_64).
-DLAMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+#: AWS's public parameter of the Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04, x86_64): the OS of
+#: the nodes (scripts/node/layout.py NODE_OS), which the image components check (scripts/image/lib/node-os.sh).
+DLAMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
+
+#: AWS's public parameter of the Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.11 (Ubuntu 24.04, x86_64): what the
+#: fleets launch until the first golden AMI exists. It has the driver, CUDA, EFA and NCCL, and PyTorch in /opt/pytorch,
+#: which jobs and the served model find on their PATH (scripts/node/layout.py WORKLOAD_PATH).
+BOOTSTRAP_AMI_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.11-ubuntu-24.04/latest/ami-id"
+)
 
 _VERSIONS_MODULE = Path(__file__).resolve().parents[1] / "scripts" / "image" / "versions.py"
 
@@ -68,7 +76,7 @@ if set(VERSION_PARAMETERS) != _TAKEN:  # a component gained or lost a pin: keep 
 _SET_ELSEWHERE = {
     "PipIndexUrl": "image.pip_index_url",
     "ExpectedGpuCount": "the image stack (the builder's GPU count in the instance catalog)",
-    "ExpectEfa": "the image stack (Image Builder test instances have no EFA interface)",
+    "ExpectEfa": "the image stack (true where an EFA fleet launches the image: in this environment or image.share_with)",
 }
 
 # A version is substituted into the components' bash scripts: no spaces, quotes or shell syntax.
@@ -125,7 +133,7 @@ class Image(Strict):
 
     build: bool = True
     share_with: list[str] = Field(default_factory=list)
-    bootstrap_ami_parameter: str = DLAMI_PARAMETER
+    bootstrap_ami_parameter: str = BOOTSTRAP_AMI_PARAMETER
     parent_image_parameter: str = DLAMI_PARAMETER
     builder_instance_type: str = "g5.2xlarge"
     versions: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_VERSIONS))

@@ -122,6 +122,12 @@ class ResourceNames:
         """EventBridge rule that starts the AMI rollout runbook when ``ami_parameter`` changes."""
         return f"{self.prefix}-ami-rollout"
 
+    @property
+    def image_build_failed_rule(self) -> str:
+        """EventBridge rule that sends a failed or cancelled build of this environment's image to the alerts topic
+        (``gpu-platform-<env>-*``: the name the alerts topic's policy admits)."""
+        return f"{self.prefix}-image-build-failed"
+
     def stack_name(self, kind: str) -> str:
         """A stack of the environment, e.g. ``dev-Network``."""
         return f"{self.env}-{kind}"

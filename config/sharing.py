@@ -42,12 +42,15 @@ class AmiSource:
 class ImageSharing:
     """One environment's place in the AMI flow.
 
-    - a building environment: ``source`` is None, ``targets`` the environments it copies to;
-    - a receiving one: ``source`` is the building environment, ``targets`` empty.
+    - a building environment: ``source`` is None, ``targets`` the environments it copies to, and ``efa``
+      whether a fleet that launches its AMIs uses EFA (one of its own, or of a target): its image must then
+      carry the EFA software those fleets need;
+    - a receiving one: ``source`` is the building environment, ``targets`` empty, ``efa`` False.
     """
 
     source: AmiSource | None = None
     targets: tuple[AmiTarget, ...] = ()
+    efa: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,8 @@ def image_sharing(name: str, environments: Mapping[str, Environment]) -> ImageSh
                     parameter_name=ResourceNames.of(other).ami_parameter,
                 )
             )
-        return ImageSharing(targets=tuple(targets))
+        launching = [env, *(environments[target.env] for target in targets)]
+        return ImageSharing(targets=tuple(targets), efa=any(fleet.efa for e in launching for fleet in e.fleets))
     (builder,) = [e for e in environments.values() if e.image.build and name in e.image.share_with]
     return ImageSharing(source=AmiSource(env=builder.name, account=builder.account, region=builder.region))
 

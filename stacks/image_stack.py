@@ -6,6 +6,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config import Environment, ImageSharing
@@ -14,7 +15,13 @@ from config.image import COMPONENTS
 from config.naming import ResourceNames
 from config.sharing import DISTRIBUTION_ROLE_NAME
 from gpu_constructs.image.ami_parameter_seed import AmiParameterSeed
-from gpu_constructs.image.build_logs import BUILD_LOG_PREFIX, build_logs
+from gpu_constructs.image.build_alerts import BuildFailureAlerts, BuildLogPlaces
+from gpu_constructs.image.build_logs import (
+    BUILD_LOG_PREFIX,
+    build_logs,
+    image_log_group_name,
+    pipeline_log_group_name,
+)
 from gpu_constructs.image.image_builder_role import BuildAccess, ImageBuilderInstanceRole
 from gpu_constructs.image.image_component import ComponentDocument, ImageComponent
 from gpu_constructs.image.image_copy_role import ImageCopyRole
@@ -25,7 +32,7 @@ from gpu_constructs.image.image_pipeline import ImagePipeline
 from gpu_constructs.image.image_recipe import ImageRecipe, RecipeStep
 from stacks.base import PlatformStack
 
-#: Root device of the Ubuntu 22.04 parents (Deep Learning AMI and Canonical's AMI alike).
+#: Root device of the Ubuntu 24.04 parents (Deep Learning AMI and Canonical's AMI alike).
 ROOT_DEVICE = "/dev/sda1"
 #: The test stage: DCGM diagnostics, the NCCL all-reduce and the torch checks take well under this.
 TEST_TIMEOUT_MINUTES = 120
@@ -38,8 +45,8 @@ class ImageStack(PlatformStack):
     data type ``aws:ec2:image``, in every environment, created if absent and never owned by the template); where the environment builds (``image.build``):
     ``key`` (ImageKey), ``components`` (component key -> ImageComponent, in recipe order),
     ``recipe``, ``log_bucket``, ``builder_role``, ``infrastructure``, ``distribution``,
-    ``pipeline``; where it receives another account's AMIs: ``copy_role`` (ImageCopyRole). What
-    does not apply is empty or None.
+    ``pipeline``, ``build_alerts`` (a failed or stopped build to ``alerts_topic``); where it receives
+    another account's AMIs: ``copy_role`` (ImageCopyRole). What does not apply is empty or None.
 
     ``sharing`` says which (config.sharing): a building environment's distribution copies each
     AMI to the accounts of ``sharing.targets`` and writes the copy's id into their parameter;
@@ -68,6 +75,7 @@ class ImageStack(PlatformStack):
         logs_key: kms.IKey,
         data_key: kms.IKey,
         access_log_bucket: s3.IBucket,
+        alerts_topic: sns.ITopic,
     ) -> None:
         super().__init__(
             scope, construct_id, env=env, stateful=False, description=f"GPU platform {env.name}: golden AMI"
@@ -94,6 +102,7 @@ class ImageStack(PlatformStack):
         self.infrastructure: ImageInfrastructure | None = None
         self.distribution: ImageDistribution | None = None
         self.pipeline: ImagePipeline | None = None
+        self.build_alerts: BuildFailureAlerts | None = None
         self.key: ImageKey | None = None
         self.copy_role: ImageCopyRole | None = None
         if not image.build:
@@ -129,9 +138,10 @@ class ImageStack(PlatformStack):
             **image.versions,
             "PipIndexUrl": image.pip_index_url,
             "ExpectedGpuCount": str(builder.gpu_count),
-            # Image Builder gives its test instance one ENA interface and no EFA, whatever the
-            # type supports; the fleets' EFA is checked at launch by the node bootstrap.
-            "ExpectEfa": "false",
+            # Where an EFA fleet (here or in share_with) launches the image, its test checks the EFA
+            # software those fleets need; the test instance has no EFA device (Image Builder attaches
+            # none), so the devices are checked on each EFA node at launch by the node bootstrap.
+            "ExpectEfa": "true" if sharing.efa else "false",
         }
         self.recipe = ImageRecipe(
             self,
@@ -150,10 +160,11 @@ class ImageStack(PlatformStack):
 
         # Logs outlive a replaced image stack where the environment is protected; elsewhere the
         # bucket must be emptied by hand before the stack can be deleted (no auto-delete).
+        log_bucket_name = f"{names.prefix}-image-logs-{env.account}-{env.region}"
         build_log = build_logs(
             self,
             image_name=image_name,
-            bucket_name=f"{names.prefix}-image-logs-{env.account}-{env.region}",
+            bucket_name=log_bucket_name,
             logs_key=logs_key,
             access_log_bucket=access_log_bucket,
             transition_days=env.audit.log_transition_days,
@@ -219,6 +230,19 @@ class ImageStack(PlatformStack):
             test_timeout_minutes=TEST_TIMEOUT_MINUTES,
             image_log_group_name=build_log.image_logs.log_group_name,
             pipeline_log_group_name=build_log.pipeline_logs.log_group_name,
+        )
+        self.build_alerts = BuildFailureAlerts(
+            self,
+            "BuildFailed",
+            rule_name=names.image_build_failed_rule,
+            image_name=image_name,
+            topic=alerts_topic,
+            logs=BuildLogPlaces(
+                image_log_group=image_log_group_name(image_name),
+                pipeline_log_group=pipeline_log_group_name(image_name),
+                log_bucket=log_bucket_name,
+                log_prefix=BUILD_LOG_PREFIX,
+            ),
         )
 
 

@@ -43,6 +43,7 @@ class PlatformStage(Stage):
             logs_key=self.security.logs_key,
             data_key=self.security.data_key,
             access_log_bucket=self.security.access_log_bucket,
+            alerts_topic=self.security.alerts_topic,
         )
         self.fleets = FleetStack(
             self,

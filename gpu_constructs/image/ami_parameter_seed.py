@@ -12,7 +12,8 @@ CloudFormation delete the parameter in the update's cleanup phase, after the see
 present, and the fleet stack could then not resolve its AMI. So the resource stays in this
 release, its properties exactly as deployed (CloudFormation updates a resource only when its
 template changes, and it re-reads the dynamic reference only when the reference itself changes:
-no call writes the value), with ``DeletionPolicy`` and ``UpdateReplacePolicy`` ``Retain``; a later
+no call writes the value; so its value names ``LEGACY_BOOTSTRAP_PARAMETER``, not the bootstrap parameter
+of today's config), with ``DeletionPolicy`` and ``UpdateReplacePolicy`` ``Retain``; a later
 release may then drop it and CloudFormation leaves the parameter in place (``docs/operations.md``,
 Upgrading a deployed environment).
 """
@@ -31,6 +32,13 @@ from gpu_constructs.compliance.sdk_call_resource import sdk_call_resource
 
 #: What PutParameter answers when the name exists and Overwrite is false (SSM API reference).
 ALREADY_EXISTS = "ParameterAlreadyExists"
+
+#: The bootstrap parameter of the releases that created ``AmiParameter3D3A0D31`` (the Ubuntu 22.04 Deep Learning
+#: AMI). The retained resource keeps it whatever ``image.bootstrap_ami_parameter`` says now: any change of its
+#: properties is an update, and an update writes the public AMI's id over the golden AMI the fleets launch from.
+LEGACY_BOOTSTRAP_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+)
 
 
 class AmiParameterSeed(Construct):
@@ -69,7 +77,7 @@ class AmiParameterSeed(Construct):
             "Resource",
             name=parameter_name,
             type="String",
-            value=f"{{{{resolve:ssm:{bootstrap_parameter}}}}}",
+            value=f"{{{{resolve:ssm:{LEGACY_BOOTSTRAP_PARAMETER}}}}}",
             data_type="aws:ec2:image",
             description=description,
         )

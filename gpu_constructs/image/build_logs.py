@@ -17,6 +17,16 @@ from gpu_constructs.storage.hardened_bucket import HardenedBucket, log_lifecycle
 BUILD_LOG_PREFIX = "image-builder"
 
 
+def image_log_group_name(image_name: str) -> str:
+    """The log group of an image's builds: one stream per image version/build (Image Builder's default name)."""
+    return f"/aws/imagebuilder/{image_name}"
+
+
+def pipeline_log_group_name(image_name: str) -> str:
+    """The log group of the pipeline's runs (its pipeline is named like its image)."""
+    return f"/aws/imagebuilder/pipeline/{image_name}"
+
+
 @dataclass(frozen=True)
 class BuildLogs:
     """``bucket`` (its ``bucket_arn`` is the concrete name's, for the build role's statement), ``image_logs``
@@ -63,8 +73,8 @@ def build_logs(
             removal_policy=removal_policy,
         )
         for construct, log_group_name in (
-            ("ImageLogs", f"/aws/imagebuilder/{image_name}"),
-            ("PipelineLogs", f"/aws/imagebuilder/pipeline/{image_name}"),
+            ("ImageLogs", image_log_group_name(image_name)),
+            ("PipelineLogs", pipeline_log_group_name(image_name)),
         )
     )
     return BuildLogs(

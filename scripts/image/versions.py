@@ -16,7 +16,12 @@ exactly, in both directions, so neither can drift from the other.
 
 Each ExecuteBash step is a script of its own, so a helper several steps need lives once under
 ``lib/``: a step says ``# include: lib/<file>.sh`` where it wants it, and :func:`document` gives
-the document as Image Builder receives it, with the helper written there.
+the document as Image Builder receives it, with the helper written there. A check the nodes run
+too is included from its node module instead (``# include: node/health/<module>.py``, inside a
+``python3 -`` here-document), so the image and the nodes run the same code.
+
+What the image carries (the versions it installed, or kept from its parent where the parent was
+at the pin or newer) is recorded on the image in ``IMAGE_VERSIONS_FILE``.
 """
 
 from __future__ import annotations
@@ -25,8 +30,13 @@ import re
 from pathlib import Path
 
 IMAGE_DIR = Path(__file__).resolve().parent
+SCRIPTS_DIR = IMAGE_DIR.parent
 COMPONENTS_DIR = IMAGE_DIR / "components"
 """One ``<component>.yaml`` per concern; the file stem is the component key below."""
+
+IMAGE_VERSIONS_FILE = "/opt/gpu-platform/image-versions.json"
+"""JSON object on the image: each key of ``RECORDED_VERSIONS`` -> the version the image carries (written by the
+build steps through ``lib/record.sh``; it may be newer than the config's pin where the parent image was)."""
 
 VERSION_PARAMETERS: dict[str, tuple[str, ...]] = {
     "nvidia-driver": ("NvidiaDriverVersion",),
@@ -73,6 +83,13 @@ test-only ``gpu-validation`` last.
 """
 
 
+RECORDED_VERSIONS: tuple[str, ...] = (
+    *dict.fromkeys(p for name in RECIPE_ORDER for p in VERSION_PARAMETERS[name]),
+    "Kernel",
+)
+"""The keys of ``IMAGE_VERSIONS_FILE``: every version parameter, and the kernel the image boots."""
+
+
 def component_names() -> tuple[str, ...]:
     """Every component key, in recipe order."""
     return RECIPE_ORDER
@@ -91,12 +108,15 @@ def parameters(name: str) -> tuple[str, ...]:
     return VERSION_PARAMETERS[name] + OTHER_PARAMETERS[name]
 
 
-_INCLUDE = re.compile(r"^(?P<indent>[ ]*)# include: (?P<path>lib/[A-Za-z0-9_.-]+)\n", re.MULTILINE)
+_INCLUDE = re.compile(
+    r"^(?P<indent>[ ]*)# include: (?P<path>lib/[A-Za-z0-9_.-]+|node/health/[A-Za-z0-9_]+\.py)\n", re.MULTILINE
+)
 
 
 def _helper(relative: str) -> str:
-    """A helper of ``lib/`` without the comment block that opens it (its notes for people)."""
-    path = IMAGE_DIR / relative
+    """A helper of ``lib/`` (or a module of ``scripts/node/health/``) without the comment block that opens it
+    (its notes for people)."""
+    path = (SCRIPTS_DIR if relative.startswith("node/") else IMAGE_DIR) / relative
     if not path.is_file():
         raise FileNotFoundError(f"{relative} is included by a component but {path} does not exist")
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -106,7 +126,7 @@ def _helper(relative: str) -> str:
 
 
 def document(name: str) -> str:
-    """The document of one component as Image Builder receives it: every ``# include: lib/...`` line
+    """The document of one component as Image Builder receives it: every ``# include: ...`` line
     replaced by that helper, indented like the line."""
 
     def expand(match: re.Match[str]) -> str:

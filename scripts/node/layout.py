@@ -147,3 +147,7 @@ PLATFORM_UNITS = (LIFECYCLE_WATCHER_UNIT, *(unit for unit in SERVICE_UNITS if un
 """The platform's long-running units on every node (the termination and Spot watchers). The bootstrap abandons
 the launch when one does not stay up after its start; in service, gpu_health counts those that are down
 (PlatformUnitsDown), with GPU_SERVICE_UNIT where SERVICE_FILE exists."""
+
+IMAGE_VERSIONS_FILE = "/opt/gpu-platform/image-versions.json"
+"""What the golden AMI really carries (driver, CUDA, DCGM, EFA, NCCL, torch, kernel), written by its build
+(scripts/image/versions.py, same path); absent on the bootstrap Deep Learning AMI."""

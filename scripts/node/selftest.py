@@ -8,7 +8,8 @@ Probes, in order: ``gpu`` (nvidia-smi and the kernel log's Xids, judged by the h
 ``evaluate``), ``dcgm`` (``dcgmi diag -r LEVEL -j``), ``fabric`` (NVSwitch types: Fabric Manager / fabric
 state), ``efa`` (fi_info's efa devices against ``--efa-devices``), ``ofi-nccl`` (NCCL's OFI plugin, the
 lookup the health check uses), ``torch`` (the workload Python: CUDA available, one matmul per GPU against
-the CPU) and ``service`` (the example model server answers its health path). Each prints one line
+the CPU), ``service`` (the example model server answers its health path) and ``image`` (the versions the
+golden AMI records it carries). Each prints one line
 ``PASS|FAIL|SKIP <probe> <detail>``; a SKIP says why (a tool absent, nothing expected). Exit 0 when no
 probe failed, 1 otherwise, 2 on bad usage. The health check's modules are imported, never copied.
 """
@@ -16,6 +17,7 @@ probe failed, 1 otherwise, 2 on bad usage. The health check's modules are import
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -25,13 +27,14 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import gpu_health
 from health.decide import evaluate, fabric_reasons
 from health.efa import efa_reasons, find_ofi_nccl
 from health.parse import parse_smi_csv
 from health.probe import NVIDIA_SMI_COMMAND, read_efa, read_fabric, read_kernel_log, run_command, run_dcgm_diag
-from layout import EXAMPLES_DIR, WORKLOAD_PATH
+from layout import EXAMPLES_DIR, IMAGE_VERSIONS_FILE, WORKLOAD_PATH
 
 TORCH_CHECK = """
 import sys, torch
@@ -65,6 +68,19 @@ def _health_args(args: argparse.Namespace, expected: int) -> argparse.Namespace:
     argv = ["--once", "--expected-gpus", str(expected), "--efa-devices", str(args.efa_devices)]
     argv += ["--instance-type", args.instance_type] if args.instance_type else []
     return gpu_health.build_parser().parse_args(argv)
+
+
+def probe_image(args: argparse.Namespace) -> Verdict:
+    path = Path(args.image_versions)
+    try:
+        versions = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Verdict("image", "SKIP", f"no {path}: not a golden AMI (the bootstrap Deep Learning AMI?)")
+    except (OSError, ValueError) as err:
+        return Verdict("image", "FAIL", f"{path} cannot be read: {err}")
+    if not isinstance(versions, dict) or not versions:
+        return Verdict("image", "FAIL", f"{path} holds no versions")
+    return Verdict("image", "PASS", "golden AMI: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
 
 
 def probe_gpu(args: argparse.Namespace) -> tuple[Verdict, int]:
@@ -188,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--instance-type", help="default: from IMDS; 'none' off EC2 (no NVSwitch check)")
     parser.add_argument("--workload-path", default=WORKLOAD_PATH, help="PATH of jobs and the service")
     parser.add_argument("--examples", default=EXAMPLES_DIR, help="the folder of serve.py")
+    parser.add_argument("--image-versions", default=IMAGE_VERSIONS_FILE, help="what the golden AMI records")
     parser.add_argument("--service-timeout", type=float, default=180.0)
     parser.add_argument("--skip", action="append", default=[], help="a probe not to run (repeatable)")
     return parser
@@ -203,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu, expected = probe_gpu(args) if "gpu" not in args.skip else (Verdict("gpu", "SKIP", "--skip gpu"), 0)
     health = _health_args(args, max(expected, 1))
     probes: dict[str, Callable[[], Verdict]] = {
+        "image": lambda: probe_image(args),
         "dcgm": lambda: probe_dcgm(args),
         "fabric": lambda: probe_fabric(health),
         "efa": lambda: probe_efa(health),

@@ -123,7 +123,7 @@ CASES = [
         [
             "dev.yaml: image.parent_image_parameter: 'ami-0123456789abcdef0' is not a public AWS SSM parameter; "
             "fix: use a parameter path under /aws/service/, e.g. "
-            "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+            "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
         ],
         id="parent-not-a-parameter",
     ),
@@ -176,7 +176,7 @@ def test_shipped_configs_pin_every_version() -> None:
 # --- who builds: image.build and image.share_with (one file) ---------------------------------
 
 DataChange = Callable[[dict[str, Any]], None]
-DLAMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+DLAMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
 
 
 def _isolated(data: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from tests.config.test_config_errors import write_env
 
 Configs = dict[str, dict[str, Any]]
 Change = Callable[[Configs], None]
-DLAMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+DLAMI = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
 
 
 def shipped() -> Configs:
@@ -148,7 +148,8 @@ def test_shipped_configs_dev_builds_for_staging_and_prod() -> None:
         targets=(
             AmiTarget("staging", staging.account, staging.region, "/imagebuilder/gpu-platform/staging/ami/latest"),
             AmiTarget("prod", prod.account, prod.region, "/imagebuilder/gpu-platform/prod/ami/latest"),
-        )
+        ),
+        efa=True,  # staging's and prod's training fleets use EFA: dev's image carries their EFA software
     )
     for name in ("staging", "prod"):
         assert platform.sharing(name) == ImageSharing(source=AmiSource("dev", dev.account, dev.region))
@@ -162,6 +163,18 @@ def test_a_receiving_environment_may_share_its_builders_account(tmp_path: Path) 
     write_all(tmp_path, configs)
     platform = config.load_platform(config_dir=tmp_path)
     assert platform.sharing("prod").source == AmiSource("dev", configs["dev"]["account"], "us-east-1")
+
+
+def test_the_image_serves_efa_fleets_only_where_a_fleet_launching_it_uses_efa(tmp_path: Path) -> None:
+    """dev's image must carry the EFA software because staging's and prod's training fleets use EFA."""
+    platform = config.load_platform()
+    assert platform.sharing("dev").efa and not platform.sharing("staging").efa  # a receiver builds nothing
+    configs = shipped()
+    for name in ("staging", "prod"):
+        for fleet in configs[name]["fleets"]:
+            fleet["efa"] = False
+    write_all(tmp_path, configs)
+    assert config.load_platform(config_dir=tmp_path).sharing("dev").efa is False
 
 
 def test_one_selected_environment_is_still_checked_against_the_others(tmp_path: Path) -> None:

@@ -142,3 +142,7 @@ def test_the_bootstrap_and_the_image_use_the_same_interpreter() -> None:
     assert f'PYTHON_BIN="${{PYTHON_BIN:-{layout.NODE_PYTHON}}}"' in bootstrap
     runtime = check.versions.document("node-runtime")
     assert runtime.count(f"{layout.NODE_PYTHON} -c 'import boto3'") == 3
+
+
+def test_the_node_reads_the_golden_amis_record_where_the_image_writes_it() -> None:
+    assert layout.IMAGE_VERSIONS_FILE == check.versions.IMAGE_VERSIONS_FILE

@@ -144,3 +144,34 @@ def test_fleets_and_distribution_come_after_the_seed(synth: Synth, env: str) -> 
     assert "Image" in str(synth.stack(env, "Fleets").manifest.get("dependencies", []))
     for dist in stack.resources("AWS::ImageBuilder::DistributionConfiguration").values():
         assert seed_id in dist["DependsOn"]
+
+
+#: AmiParameter3D3A0D31 as the releases before the seed deployed it (their templates: the snapshots of the released
+#: commit, tests/flows/test_upgrade_names.py). Written out here, not taken from the code: moving the bootstrap
+#: parameter (the Deep Learning AMI of another Ubuntu) must not move it. Any change of these properties is an
+#: update of the resource, and that update writes the public AMI's id over the golden AMI the fleets launch from.
+RELEASED_LEGACY = {
+    "DataType": "aws:ec2:image",
+    "Type": "String",
+    "Value": "{{resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id}}",
+}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_released_parameter_resource_keeps_the_properties_it_was_deployed_with(synth: Synth, env: str) -> None:
+    cfg = synth.environments[env]
+    legacy = synth.stack(env, "Image").json["Resources"]["AmiParameter3D3A0D31"]
+    assert legacy["Properties"] == {
+        **RELEASED_LEGACY,
+        "Name": f"/imagebuilder/gpu-platform/{env}/ami/latest",
+        "Description": f"GPU platform {env}: AMI id of GPU nodes (golden AMI; bootstrap: Deep Learning AMI)",
+        "Tags": {
+            "CostCenter": f"ml-research-{env}",
+            "Environment": env,
+            "Owner": "ml-platform-team",
+            "Project": "gpu-platform",
+        },
+    }
+    assert (legacy["DeletionPolicy"], legacy["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    # The bootstrap the seed puts on a first deploy is today's (the config's), not the released one.
+    assert "ubuntu-22.04" not in cfg.image.bootstrap_ami_parameter

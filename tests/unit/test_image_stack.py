@@ -55,13 +55,19 @@ def _components_by_id(stack: StackTemplate) -> dict[str, dict[str, Any]]:
     return {k: v["Properties"] for k, v in stack.resources("AWS::ImageBuilder::Component").items()}
 
 
+def _efa_fleets_launch_the_image(synth: Synth, env: str) -> bool:
+    """An EFA fleet in ``env`` or in an environment it shares its AMIs with."""
+    launching = [env, *synth.environments[env].image.share_with]
+    return any(fleet.efa for name in launching for fleet in synth.environments[name].fleets)
+
+
 def _expected_parameters(synth: Synth, env: str, key: str) -> dict[str, str]:
     cfg = synth.environments[env].image
     builder = get_instance_type(cfg.builder_instance_type)
     others = {
         "PipIndexUrl": cfg.pip_index_url,
         "ExpectedGpuCount": str(builder.gpu_count),
-        "ExpectEfa": "false",
+        "ExpectEfa": "true" if _efa_fleets_launch_the_image(synth, env) else "false",
     }
     values = {**cfg.versions, **others}
     return {p: values[p] for p in COMPONENTS.parameters(key)}
@@ -165,7 +171,8 @@ def test_gpu_checks_expect_the_builders_gpus(synth: Synth, env: str) -> None:
     _, recipe = _one(image(synth, env), "AWS::ImageBuilder::ImageRecipe")
     validation = {p["Name"]: p["Value"] for p in recipe["Components"][-1]["Parameters"]}
     assert validation["ExpectedGpuCount"] == [str(get_instance_type(cfg.image.builder_instance_type).gpu_count)]
-    assert validation["ExpectEfa"] == ["false"]  # Image Builder's test instance has no EFA interface
+    # dev's AMIs reach staging's and prod's EFA training fleets: its test checks their EFA software.
+    assert validation["ExpectEfa"] == ["true"] and _efa_fleets_launch_the_image(synth, env)
 
 
 @pytest.mark.parametrize("env", BUILDERS)

@@ -8,9 +8,9 @@ an EFA fleet's node that lacks one is unhealthy and its launch is abandoned.
 - ``fi_info -p efa`` (libfabric, ``/opt/amazon/efa/bin/fi_info``) lists one ``domain: <device>-rdm`` (and
   ``-dgrm``) per EFA device under ``provider: efa``; a node without the provider or a device makes
   it exit non-zero ("fi_getinfo: -61 (No data available)").
-- The EFA installer ships the OFI NCCL plugin (``libnccl-net*.so``) under ``/opt/amazon/ofi-nccl``
-  (the golden image checks it there, scripts/image/components/efa.yaml); older images built it under
-  ``/opt/aws-ofi-nccl``.
+- The EFA installer ships the OFI NCCL plugin (``libnccl-net*.so``) under ``/opt/amazon/ofi-nccl``; older
+  images built it under ``/opt/aws-ofi-nccl``. ``health.ofi_plugin`` looks for it: the same code the golden
+  image's checks run (scripts/image/components/efa.yaml and gpu-validation.yaml embed it).
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+
+from health.ofi_plugin import OFI_NCCL_GLOB, OFI_NCCL_ROOTS, find_plugin
 
 FI_INFO_BIN = "/opt/amazon/efa/bin/fi_info"
-OFI_NCCL_DIRS = ("/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib64", "/opt/aws-ofi-nccl/lib")
-OFI_NCCL_GLOB = "libnccl-net*.so*"
 
 _FIELD_RE = re.compile(r"^\s*(?P<key>provider|domain):\s*(?P<value>\S+)", re.M)
 
@@ -57,12 +56,9 @@ def parse_fi_info(text: str) -> FiInfo:
     return FiInfo(frozenset(providers), frozenset(devices))
 
 
-def find_ofi_nccl(dirs: Iterable[str] = OFI_NCCL_DIRS) -> str | None:
-    for directory in dirs:
-        found = sorted(Path(directory).glob(OFI_NCCL_GLOB))
-        if found:
-            return str(found[0])
-    return None
+def find_ofi_nccl(roots: Iterable[str] = OFI_NCCL_ROOTS) -> str | None:
+    """NCCL's OFI plugin anywhere below ``roots`` (``--ofi-nccl-dir`` replaces them), or None."""
+    return find_plugin(roots)
 
 
 def efa_reasons(efa: EfaInput) -> list[str]:
@@ -82,7 +78,7 @@ def efa_reasons(efa: EfaInput) -> list[str]:
         )
     if efa.plugin is None:
         reasons.append(
-            f"EFA: NCCL's OFI plugin ({OFI_NCCL_GLOB}) is not installed under {' or '.join(OFI_NCCL_DIRS)}: "
+            f"EFA: NCCL's OFI plugin ({OFI_NCCL_GLOB}) is not installed under {' or '.join(OFI_NCCL_ROOTS)}: "
             "NCCL would fall back to sockets"
         )
     return reasons

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from gpu_constructs.image.ami_parameter_seed import ALREADY_EXISTS, AmiParameterSeed
+from gpu_constructs.image.ami_parameter_seed import ALREADY_EXISTS, LEGACY_BOOTSTRAP_PARAMETER, AmiParameterSeed
 from tests.constructs.conftest import (
     ACCOUNT,
     REGION,
@@ -20,12 +20,13 @@ from tests.constructs.conftest import (
 from tests.policy_eval import Request, role_may
 
 PARAMETER = "/imagebuilder/gpu-platform/dev/ami/latest"
+DLAMI_24_04 = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
 
 
 def test_put_if_absent_on_create_only_and_scoped_to_the_parameter() -> None:
     stack = bare_stack()
     AmiParameterSeed(stack, "Seed", parameter_name=PARAMETER, description="fleets' AMI",
-                     bootstrap_parameter="/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
+                     bootstrap_parameter=DLAMI_24_04,
                      logs_key=key(stack), log_retention=RETENTION)  # fmt: skip
     tmpl = template(stack)
     _, seed = only(tmpl, "Custom::AWS")
@@ -40,3 +41,16 @@ def test_put_if_absent_on_create_only_and_scoped_to_the_parameter() -> None:
     assert role_may(policies, None, Request("ssm:PutParameter", arn))
     assert not role_may(policies, None, Request("ssm:PutParameter", arn.replace("/dev/", "/prod/")))
     assert not role_may(policies, None, Request("ssm:DeleteParameter", arn))
+
+
+def test_the_released_parameter_resource_keeps_its_bootstrap_whatever_the_seed_puts() -> None:
+    """Its value is the released one; the seed's CloudFormation parameter names today's bootstrap."""
+    stack = bare_stack()
+    AmiParameterSeed(stack, "Seed", parameter_name=PARAMETER, description="fleets' AMI", bootstrap_parameter=DLAMI_24_04,
+                     logs_key=key(stack), log_retention=RETENTION)  # fmt: skip
+    tmpl = template(stack)
+    _, legacy = only(tmpl, "AWS::SSM::Parameter")
+    assert legacy["Properties"]["Value"] == f"{{{{resolve:ssm:{LEGACY_BOOTSTRAP_PARAMETER}}}}}"
+    assert "ubuntu-22.04" in LEGACY_BOOTSTRAP_PARAMETER
+    defaults = [p["Default"] for p in tmpl.to_json()["Parameters"].values() if "Default" in p]
+    assert DLAMI_24_04 in defaults and not [d for d in defaults if "ubuntu-22.04" in d]

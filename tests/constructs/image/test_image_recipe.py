@@ -3,6 +3,8 @@ image key, and a version that moves when any of them does."""
 
 from __future__ import annotations
 
+from aws_cdk import Stack
+
 from gpu_constructs.image.image_component import ImageComponent
 from gpu_constructs.image.image_recipe import ImageRecipe, RecipeStep
 from tests.constructs.conftest import bare_stack, only, template
@@ -31,3 +33,26 @@ def test_recipe_builds_from_the_parent_with_its_components_in_order() -> None:
 
 def test_a_new_parameter_value_gives_a_new_recipe_version() -> None:
     assert _recipe("570.86.15")[1] != _recipe("575.51.03")[1]
+
+
+def _version(stack: Stack, construct_id: str, component: ImageComponent, parent: str) -> str:
+    recipe = ImageRecipe(stack, construct_id, name="gpu-golden", description="golden", parent_image=parent,
+                         steps=[RecipeStep(component)], root_device_name="/dev/sda1", root_volume_gib=150)  # fmt: skip
+    return recipe.version
+
+
+def test_a_new_parent_gives_a_new_recipe_version() -> None:
+    """Recipes are immutable: a parent moved to another Ubuntu (or any change) must not reuse a name and version."""
+    stack = bare_stack()
+    driver = ImageComponent(stack, "Driver", name="gpu-driver", description="d", document="phases: []\n")
+    assert _version(stack, "R1", driver, "ssm:/aws/parent-22.04") != _version(
+        stack, "R2", driver, "ssm:/aws/parent-24.04"
+    )
+
+
+def test_a_changed_component_document_gives_new_component_and_recipe_versions() -> None:
+    stack = bare_stack()
+    a = ImageComponent(stack, "A", name="gpu-driver", description="d", document="phases: []\n")
+    b = ImageComponent(stack, "B", name="gpu-driver", description="d", document="phases: [] # the OS check moved\n")
+    assert a.version != b.version
+    assert _version(stack, "RA", a, "ssm:/aws/parent") != _version(stack, "RB", b, "ssm:/aws/parent")

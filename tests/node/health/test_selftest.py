@@ -71,6 +71,7 @@ def test_a_healthy_node_passes_gpu_and_dcgm_and_says_why_it_skips(tmp_path: Path
         "ofi-nccl": "SKIP",
         "torch": "SKIP",
         "service": "SKIP",
+        "image": "SKIP",
     }
     assert "PASS gpu       8 GPU(s) (NVIDIA A100-SXM4-40GB), 8 expected" in done.stdout
     assert "SKIP efa       no EFA interface expected (--efa-devices 0)" in done.stdout
@@ -143,3 +144,17 @@ def test_the_recorded_outputs_agree_with_each_other() -> None:
     assert "Python 3.12" in (RECORDED / "imports.txt").read_text()  # layout.NODE_PYTHON_VERSION's
     train = (RECORDED / "train.txt").read_text()
     assert "resumed from step 40" in train and "done at step 80" in train
+
+
+def test_the_image_probe_reads_what_the_golden_ami_records(tmp_path: Path) -> None:
+    bin_dir, workload = _node(tmp_path, "p4d_healthy", None)
+    recorded = tmp_path / "image-versions.json"
+    recorded.write_text('{"NvidiaDriverVersion": "595.91.07", "DcgmVersion": "4.7.0"}')
+    skip = ["--skip", "torch", "--skip", "service"]
+    done = _run(bin_dir, workload, "--image-versions", str(recorded), *skip)
+    assert "PASS image     golden AMI: DcgmVersion 4.7.0, NvidiaDriverVersion 595.91.07" in done.stdout
+    done = _run(bin_dir, workload, "--image-versions", str(tmp_path / "absent.json"), *skip)
+    assert "SKIP image     no " in done.stdout and "not a golden AMI" in done.stdout
+    recorded.write_text("{not json")
+    done = _run(bin_dir, workload, "--image-versions", str(recorded), *skip)
+    assert _verdicts(done.stdout)["image"] == "FAIL" and done.returncode == 1

@@ -1,0 +1,160 @@
+"""The parent image's machine, faked: GPUs and driver, kernel modules, systemd, keys and downloads
+(tests/image/fake_tools.py runs these; the package tools live there)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from fake_tools import ROOT, fail, load, save
+
+PERSISTENCE_DROPINS = ROOT / "etc/systemd/system/nvidia-persistenced.service.d"
+SIGNING_KEY = "fpr:::::::::0123456789ABCDEF0123456789ABCDEFD58167303B789C72:"
+
+
+def _persistence_on() -> bool:
+    return any("--persistence-mode" in p.read_text() for p in PERSISTENCE_DROPINS.glob("*.conf"))
+
+
+def nvidia_smi(args: list[str]) -> int:
+    state = load()
+    if not state["driver"]:
+        return fail("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", 9)
+    query = next(a.split("=", 1)[1] for a in args if a.startswith("--query-gpu="))
+    values = {
+        "driver_version": state["driver"],
+        "persistence_mode": "Enabled" if _persistence_on() else "Disabled",
+        "name": "NVIDIA A10G",
+    }
+    for index in range(state["gpus"]):
+        print(", ".join(str(index) if f == "index" else values[f] for f in query.split(",")))
+    return 0
+
+
+def modinfo(args: list[str]) -> int:
+    state = load()
+    module = args[-1]
+    if module == "nvidia" and state["driver"]:
+        print(state["driver"])
+        return 0
+    if module == "lustre" and f"lustre-client-modules-{state['kernel']}" in state["installed"]:
+        return 0
+    if module == "efa" and state["efa"]:
+        return 0
+    return fail(f"modinfo: ERROR: Module {module} not found.", 1)
+
+
+def systemctl(args: list[str]) -> int:
+    state = load()
+    verb, units = args[0], [a for a in args[1:] if not a.startswith("-")]
+    if verb in ("enable", "disable", "stop"):
+        enabled = set(state["enabled"])
+        state["enabled"] = sorted(enabled | set(units) if verb == "enable" else enabled - set(units))
+        save(state)
+    elif verb in ("is-enabled", "is-active"):
+        return 0 if units[0] in state["enabled"] else 3
+    elif verb == "cat":
+        if units[0] != "nvidia-persistenced.service" or not state["driver"]:
+            return fail(f"No files found for {units[0]}.", 1)
+        print("[Service]\nExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode")
+        for dropin in sorted(PERSISTENCE_DROPINS.glob("*.conf")):
+            print(dropin.read_text())
+    elif verb == "add-wants":
+        wants = ROOT / f"etc/systemd/system/{units[0]}.wants"
+        wants.mkdir(parents=True, exist_ok=True)
+        (wants / units[1]).write_text("")
+    return 0
+
+
+def lspci(args: list[str]) -> int:
+    for index in range(load()["gpus"]):
+        print(f"0000:00:{0x1B + index:02x}.0 0302: 10de:2237 (rev a1)")
+    return 0
+
+
+def ldconfig(args: list[str]) -> int:
+    if "-p" not in args:
+        return 0
+    state = load()
+    libraries = {f"libcudnn.so.{n[8]}" for n in state["installed"] if n.startswith("libcudnn") and n[8].isdigit()}
+    libraries |= {"libnccl.so.2"} if "libnccl2" in state["installed"] else set()
+    libraries |= {"libefa.so.1"} if state["efa"] else set()
+    for library in sorted(libraries):
+        print(f"\t{library} (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/{library}")
+    return 0
+
+
+def uname(args: list[str]) -> int:
+    print(load()["kernel"] if "-r" in args else "x86_64" if "-m" in args else "Linux")
+    return 0
+
+
+def linux_version(args: list[str]) -> int:
+    print(load()["kernel"] if args[0] == "list" else sys.stdin.read().strip())
+    return 0
+
+
+def gpg(args: list[str]) -> int:
+    if "--show-keys" in args:
+        print(SIGNING_KEY)
+    elif "-o" in args:
+        if args[-1] == args[args.index("-o") + 1]:  # no input file: the key comes on stdin (curl | gpg)
+            sys.stdin.read()
+        Path(args[args.index("-o") + 1]).write_text("fake keyring\n")
+    return 0
+
+
+def curl(args: list[str]) -> int:
+    print("-----BEGIN PGP PUBLIC KEY BLOCK-----\nfake\n-----END PGP PUBLIC KEY BLOCK-----")
+    return 0
+
+
+def efa_install(args: list[str]) -> int:
+    """``fake-efa-install VERSION PLUGIN_DEBIAN_VERSION``: what an EFA installer leaves behind (the parent's, or
+    the tarball's efa_installer.sh)."""
+    version, plugin = args
+    efa = ROOT / "opt/amazon"
+    for folder in ("efa/bin", "efa/lib", "ofi-nccl/lib"):
+        (efa / folder).mkdir(parents=True, exist_ok=True)
+    (efa / "efa_installed_packages").write_text(f"# EFA installer version: {version}\nlibfabric-aws\n")
+    (efa / "efa/bin/fi_info").write_text("#!/bin/sh\necho 'fi_info: libfabric'\n")
+    (efa / "efa/bin/fi_info").chmod(0o755)
+    (efa / "efa/lib/libfabric.so.1").write_text("")
+    (efa / "ofi-nccl/lib/libnccl-net-ofi.so").write_text("")
+    state = load()
+    state["efa"] = version
+    state["installed"]["libnccl-ofi"] = plugin
+    save(state)
+    return 0
+
+
+def dcgmi(args: list[str]) -> int:
+    print(f"{load()['gpus']} GPUs found.")
+    return 0
+
+
+def _quiet(args: list[str]) -> int:
+    return 0
+
+
+TOOLS: dict[str, Callable[[list[str]], int]] = {
+    "nvidia-smi": nvidia_smi,
+    "modinfo": modinfo,
+    "modprobe": _quiet,
+    "systemctl": systemctl,
+    "lspci": lspci,
+    "ldconfig": ldconfig,
+    "update-initramfs": _quiet,
+    "update-alternatives": lambda args: 2,
+    "apt-mark": _quiet,
+    "uname": uname,
+    "linux-version": linux_version,
+    "gpg": gpg,
+    "gpgv": _quiet,
+    "curl": curl,
+    "nvidia-persistenced": _quiet,
+    "nv-hostengine": _quiet,
+    "dcgmi": dcgmi,
+    "fake-efa-install": efa_install,
+}

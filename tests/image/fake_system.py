@@ -1,0 +1,214 @@
+"""A parent image to build on, faked, and the component documents run on it the way AWSTOE runs them.
+
+``FakeSystem`` lays out a fake root (``GPU_PLATFORM_ROOT``: /etc/os-release of the image's OS, /etc/apt, /opt, ...),
+a state file describing the parent (``Parent``) and a PATH whose first folder holds the fake tools
+(tests/image/fake_tools.py, fake_devices.py). ``run`` takes a component's document as Image Builder receives it
+(scripts/image/versions.py ``document``, its includes expanded), fills in the parameters and runs the steps of
+the phases asked for: ExecuteBash as a bash script, CreateFile and WebDownload as files under the root (the
+downloads are made up from their URL: an EFA installer tarball whose installer leaves what the real one does,
+a CloudWatch agent .deb), Reboot as nothing. It stops at the first failed step, as AWSTOE does.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from config.image import DEFAULT_VERSIONS
+from tests.image import fake_tools
+from tests.image.documents import NODE_OS_RELEASE, versions
+
+HERE = Path(__file__).resolve().parent
+KERNEL = "6.14.0-1017-aws"
+TOOLS = [
+    "apt-get",
+    "apt-cache",
+    "dpkg-query",
+    "dpkg",
+    "nvidia-smi",
+    "modinfo",
+    "modprobe",
+    "systemctl",
+    "lspci",
+    "ldconfig",
+    "update-initramfs",
+    "update-alternatives",
+    "apt-mark",
+    "uname",
+    "linux-version",
+    "gpg",
+    "gpgv",
+    "curl",
+    "nvidia-persistenced",
+    "nv-hostengine",
+    "dcgmi",
+    "fake-efa-install",
+]
+OS_RELEASE = (
+    'PRETTY_NAME="Ubuntu {version} LTS"\nNAME="Ubuntu"\nVERSION_ID="{version}"\nVERSION_CODENAME={codename}\nID={id}\n'
+)
+FOLDERS = (
+    "etc/apt/sources.list.d",
+    "etc/apt/preferences.d",
+    "usr/share/keyrings",
+    "etc/modprobe.d",
+    "usr/local",
+    "var/tmp",
+)
+
+
+@dataclass
+class Parent:
+    """What the parent image carries: dpkg's packages, what the apt repositories offer (newest first), the loaded
+    NVIDIA driver (None: no driver), the EFA installer release and its plugin's Debian version (None: none)."""
+
+    installed: dict[str, str]
+    offered: dict[str, list[str]]
+    driver: str | None = None
+    efa: tuple[str, str] | None = None
+    os_release: tuple[str, str, str] = NODE_OS_RELEASE
+    kernel: str = KERNEL
+    gpus: int = 4
+
+
+@dataclass
+class StepResult:
+    where: str
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def __str__(self) -> str:
+        return f"{self.where} exited {self.returncode}\n{self.stdout}\n{self.stderr}"
+
+
+@dataclass
+class FakeSystem:
+    tmp: Path
+    parent: Parent
+    efa_plugins: dict[str, str] = field(
+        default_factory=lambda: {DEFAULT_VERSIONS["EfaInstallerVersion"]: DEFAULT_VERSIONS["AwsOfiNcclVersion"] + "-1"}
+    )
+    """EFA installer release -> the Debian version of the aws-ofi-nccl package its tarball installs (default: the
+    pinned installer ships the pinned plugin, as its release notes say)."""
+
+    def __post_init__(self) -> None:
+        self.root, self.bin, self.state = self.tmp / "root", self.tmp / "bin", self.tmp / "state.json"
+        for folder in FOLDERS:
+            (self.root / folder).mkdir(parents=True, exist_ok=True)
+        os_id, version, codename = self.parent.os_release
+        (self.root / "etc/os-release").write_text(OS_RELEASE.format(id=os_id, version=version, codename=codename))
+        state: dict[str, Any] = {
+            "installed": {},
+            "offered": self.parent.offered,
+            "driver": self.parent.driver,
+            "efa": None,
+            "kernel": self.parent.kernel,
+            "gpus": self.parent.gpus,
+            "enabled": [],
+            "log": [],
+        }
+        for name, version in self.parent.installed.items():
+            fake_tools.install(state, name, version, self.root)
+        self.state.write_text(json.dumps(state))
+        self.bin.mkdir()
+        for tool in TOOLS:
+            self._wrapper(tool, f'exec "{sys.executable}" -S "{HERE / "fake_tools.py"}" {tool} "$@"')
+        self._wrapper("python3", f'exec "{sys.executable}" "$@"')
+        if self.parent.efa:
+            self._tool("fake-efa-install", *self.parent.efa)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": f"{self.bin}:/usr/bin:/bin",
+            "GPU_PLATFORM_ROOT": str(self.root),
+            "FAKE_STATE": str(self.state),
+            "HOME": str(self.tmp),
+            "LANG": "C.UTF-8",
+        }
+
+    def run(
+        self, name: str, phases: tuple[str, ...], parameters: dict[str, str], steps: tuple[str, ...] = ()
+    ) -> list[StepResult]:
+        """The steps of ``phases`` of component ``name`` (those named in ``steps``, if any), in order, until one
+        fails."""
+        text = re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: parameters[m.group(1)], versions.document(name))
+        results = []
+        for phase in yaml.safe_load(text)["phases"]:
+            if phase["name"] not in phases:
+                continue
+            for step in phase["steps"]:
+                if steps and step["name"] not in steps:
+                    continue
+                results.append(self._step(f"{name}/{phase['name']}/{step['name']}", step))
+                if results[-1].returncode:
+                    return results
+        return results
+
+    def snapshot(self) -> dict[str, Any]:
+        return json.loads(self.state.read_text())
+
+    def recorded(self) -> dict[str, str]:
+        return json.loads((self.root / versions.IMAGE_VERSIONS_FILE.lstrip("/")).read_text())
+
+    def _step(self, where: str, step: dict[str, Any]) -> StepResult:
+        action, inputs = step["action"], step["inputs"]
+        if action == "ExecuteBash":
+            done = subprocess.run(
+                ["bash", "-c", "\n".join(inputs["commands"])],
+                capture_output=True,
+                text=True,
+                env=self.env,
+                cwd=self.tmp,
+                check=False,
+            )
+            return StepResult(where, done.returncode, done.stdout, done.stderr)
+        for entry in inputs if action in ("CreateFile", "WebDownload") else []:
+            if action == "CreateFile":
+                self._write(entry["path"], entry["content"].encode(), int(entry["permissions"], 8))
+            else:
+                url = entry["source"]
+                self._write(entry["destination"] + url.rsplit("/", 1)[1], self._download(url), 0o644)
+        return StepResult(where, 0, "", "")
+
+    def _write(self, path: str, content: bytes, mode: int) -> None:
+        target = self.root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+        target.chmod(mode)
+
+    def _download(self, url: str) -> bytes:
+        """What the URL serves: an EFA installer tarball, a CloudWatch agent .deb, a signature or a key."""
+        if match := re.search(r"aws-efa-installer-([\d.]+)\.tar\.gz$", url):
+            return _efa_tarball(match.group(1), self.efa_plugins[match.group(1)])
+        if match := re.search(r"/amd64/([^/]+)/amazon-cloudwatch-agent\.deb$", url):
+            return f"Package: amazon-cloudwatch-agent\nVersion: {match.group(1)}-1\n".encode()
+        return b"-----BEGIN PGP PUBLIC KEY BLOCK-----\nfake\n" if url.endswith((".key", ".gpg")) else b"signature"
+
+    def _wrapper(self, name: str, command: str) -> None:
+        path = self.bin / name
+        path.write_text(f"#!/bin/sh\n{command}\n")
+        path.chmod(0o755)
+
+    def _tool(self, *argv: str) -> None:
+        subprocess.run([str(self.bin / argv[0]), *argv[1:]], env=self.env, check=True)
+
+
+def _efa_tarball(version: str, plugin: str) -> bytes:
+    script = f"#!/bin/sh\nexec fake-efa-install {version} {plugin}\n".encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("aws-efa-installer/efa_installer.sh")
+        info.size, info.mode = len(script), 0o755
+        tar.addfile(info, io.BytesIO(script))
+    return buffer.getvalue()
