@@ -75,10 +75,9 @@ lint-templates:
 	$(VENV)/bin/cfn-lint
 	@echo "cfn-lint: $$(find cdk.out -name '*.template.json' | wc -l) templates clean"
 
-## test: ruff, mypy, node code against the node's Python (scripts/check_node_python.py), then the whole suite on three pytest-xdist workers (work stealing; each synth shared by all of them)
+## test: make lint (ruff, bandit, actionlint, zizmor), mypy, node code against the node's Python (scripts/check_node_python.py), then the whole suite on three pytest-xdist workers (work stealing; each synth shared by all of them)
 test: setup
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(MAKE) --no-print-directory lint
 	$(VENV)/bin/mypy config gpu_constructs stacks scripts examples app.py $(wildcard ops)
 	$(PY) scripts/check_node_python.py
 	$(PY) -m pytest -n 3 --dist worksteal
@@ -88,10 +87,13 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -n 3 --dist worksteal -m "not slow"
 
-## lint: ruff check and ruff format --check
+## lint: ruff check, ruff format --check, bandit (pyproject.toml), actionlint and zizmor (offline) on .github/workflows/
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/bandit -q -c pyproject.toml -r .
+	$(VENV)/bin/actionlint
+	$(VENV)/bin/zizmor --offline -q .github/workflows
 
 ## bench: full synth wall time against an empty CDK app, measured in the same run
 bench: setup

@@ -45,7 +45,7 @@ else:
 
 def safe_load(text: str) -> Any:
     """``yaml.safe_load`` on the fast safe loader."""
-    return yaml.load(text, Loader=FAST_SAFE_LOADER)  # noqa: S506 - a safe loader
+    return yaml.load(text, Loader=FAST_SAFE_LOADER)  # noqa: S506 - a safe loader  # nosec B506
 
 
 class _UniqueKeyLoader(FAST_SAFE_LOADER):
@@ -98,7 +98,8 @@ def read_mapping(path: Path, shown: str, *, what: str, missing_fix: str, first_f
     if not path.is_file():
         raise ConfigError([f"{shown}: file not found; fix: {missing_fix}"])
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+        text = path.read_text(encoding="utf-8")
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass  # nosec B506
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown position)"

@@ -39,6 +39,8 @@ from typing import Any, Protocol
 MAX_BODY_BYTES = 1 << 20
 MAX_BATCH = 64
 KEEP_ALIVE_TIMEOUT_S = 65.0
+#: The node's service port is reached through the load balancer, so the server listens on every interface.
+ALL_INTERFACES = "0.0.0.0"  # noqa: S104 - on purpose (above)  # nosec B104
 
 
 class Model(Protocol):
@@ -96,7 +98,7 @@ class ModelServer:
         *,
         port: int,
         health_path: str = "/health",
-        host: str = "0.0.0.0",  # noqa: S104 - the node's service port, reached through the load balancer
+        host: str = ALL_INTERFACES,
         keep_alive_timeout_s: float = KEEP_ALIVE_TIMEOUT_S,
     ) -> None:
         self.model = model
@@ -252,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--health-path", default="/health")
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (all: the load balancer's)")  # noqa: S104
+    parser.add_argument("--host", default=ALL_INTERFACES, help="address to listen on (all: the load balancer's)")
     parser.add_argument("--device", default="cuda", help="torch device of the model (cuda, cuda:1, cpu)")
     parser.add_argument("--input-width", type=int, default=64, help="numbers per input row")
     return parser

@@ -6,7 +6,9 @@ dependencies) and each stack's template (its main resources, counted by type, an
 references: every ``Fn::GetStackOutput`` / ``Fn::ImportValue`` of another stack's output, followed to
 the resource that output publishes). Stacks are drawn in layers, a stack below the stacks it uses;
 a solid arrow is a reference, a dashed one a deploy-order dependency without a reference;
-each arrow's number leads to its line in the legend (what the reference carries). The output depends only on the assembly: same assembly, same bytes.
+each arrow's number leads to its line in the legend (what the reference carries). The picture depends only on
+the assembly: same assembly, same bytes. ``main`` adds a comment with the digest of ``config/*.yaml`` (the config
+``make diagram`` synthesized it from), so a test can tell the shipped config's picture from a user's config.
 
 Usage: ``make diagram`` (synthesizes first), or ``scripts/diagram.py [--assembly cdk.out] [--env dev]
 [--out docs/architecture.svg]``. Exit codes: 0 written, 2 no such assembly or environment.
@@ -15,14 +17,24 @@ Usage: ``make diagram`` (synthesizes first), or ``scripts/diagram.py [--assembly
 from __future__ import annotations
 
 import argparse
+import hashlib
+import html
 import json
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = ROOT / "config"
+_DRAWN_FROM = re.compile(r"^<!-- drawn from config/\*\.yaml sha256:([0-9a-f]{64}) -->$", re.M)
+
+
+def escape(text: str) -> str:
+    """``text`` as SVG character data: ``&``, ``<`` and ``>`` escaped, quotes left as they are."""
+    return html.escape(text, quote=False)
+
 
 #: The resource types drawn in a stack's box, in this order, with their label; the rest (policies,
 #: routes, associations, aliases) is plumbing and left out.
@@ -200,6 +212,26 @@ def render(assembly: Path, env: str) -> str:
     )
 
 
+def config_digest(config_dir: Path = CONFIG_DIR) -> str:
+    """sha256 over the names and bytes of ``config_dir``'s environment files, in name order."""
+    digest = hashlib.sha256()
+    for path in sorted(config_dir.glob("*.yaml")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def stamp(svg: str, digest: str) -> str:
+    """``svg`` with the config digest as a comment after its first line."""
+    first, rest = svg.split("\n", 1)
+    return f"{first}\n<!-- drawn from config/*.yaml sha256:{digest} -->\n{rest}"
+
+
+def drawn_from(svg: str) -> str | None:
+    """The config digest ``stamp`` put into ``svg``; None if it has none."""
+    found = _DRAWN_FROM.search(svg)
+    return found.group(1) if found else None
+
+
 def _spread(box: tuple[int, int, int], n: int, count: int, *, top: bool) -> tuple[int, int]:
     x, y, h = box
     return x + BOX_W * (n + 1) // (count + 1), y if top else y + h
@@ -225,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "architecture.svg", help="SVG file to write")
     args = parser.parse_args(argv)
     try:
-        svg = render(args.assembly, args.env)
+        svg = stamp(render(args.assembly, args.env), config_digest())
     except DiagramError as err:
         print(err, file=sys.stderr)
         return 2

@@ -11,6 +11,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # jsii must run on the project's pinned Node.js, not the system's.
 os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ['PATH']}"
+# A deprecated CDK API raises instead of printing a warning, in every synth of the run (in this process,
+# whose jsii runtime starts on the first aws_cdk import below, and in each app or CLI it starts):
+# tests/test_no_deprecated_api.py.
+os.environ["JSII_DEPRECATED"] = "fail"
 # moto's EC2 backend loads its catalogue of public AMIs each time one is made (every mock_aws test, every
 # moto server): seconds of CPU a test here never reads (the tests register the images they look up).
 # Also set for the node scripts' subprocesses, which inherit it.

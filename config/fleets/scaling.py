@@ -12,7 +12,7 @@ from config.base import Strict
 
 _CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z?]+$")
 
-#: Step scaling judges GPU utilization over whole 5-minute alarm periods (the fleet construct's STEP_PERIOD_MINUTES).
+#: Step scaling judges GPU utilization over whole 5-minute alarm periods (step_scaling.STEP_PERIOD_MINUTES).
 _MINUTES = Field(ge=5, le=1440, multiple_of=5, description="whole 5-minute periods, up to a day")
 
 

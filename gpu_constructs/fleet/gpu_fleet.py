@@ -23,6 +23,7 @@ from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.fleet.fleet_launch_template import FleetLaunchTemplate, Volumes
 from gpu_constructs.fleet.fleet_metrics import gpu_metric
 from gpu_constructs.fleet.service_load_balancer import group_health_checks
+from gpu_constructs.fleet.step_scaling import add_step_scaling
 
 #: The terminate hook gives a training job this long to flush its checkpoint.
 TERMINATE_HOOK_TIMEOUT = Duration.minutes(10)
@@ -30,8 +31,6 @@ TERMINATE_HOOK_TIMEOUT = Duration.minutes(10)
 #: at zero well before EC2 reclaims the instances (it begins 30 minutes before the end).
 BLOCK_START_DELAY = timedelta(minutes=5)
 BLOCK_END_MARGIN = timedelta(minutes=60)
-#: Period of the step-scaling alarms; the configured durations are multiples of it.
-STEP_PERIOD_MINUTES = 5
 
 _SPOT_STRATEGY = {
     "price-capacity-optimized": autoscaling.SpotAllocationStrategy.PRICE_CAPACITY_OPTIMIZED,
@@ -242,30 +241,8 @@ class GpuFleet(Construct):
                 metric=gpu_metric(namespace, group_name, "utilization_gpu", "Average", 1),
                 target_value=scaling.target_tracking.gpu_utilization_percent,
             )
-        step = scaling.step
-        if step is not None:
-            group.scale_on_metric(
-                "GpuBusyScaleOut",
-                metric=gpu_metric(namespace, group_name, "utilization_gpu", "Average", STEP_PERIOD_MINUTES),
-                scaling_steps=[
-                    autoscaling.ScalingInterval(upper=step.scale_out_above_percent, change=0),
-                    autoscaling.ScalingInterval(lower=step.scale_out_above_percent, change=step.scale_out_instances),
-                ],
-                adjustment_type=autoscaling.AdjustmentType.CHANGE_IN_CAPACITY,
-                evaluation_periods=step.scale_out_after_minutes // STEP_PERIOD_MINUTES,
-                datapoints_to_alarm=step.scale_out_after_minutes // STEP_PERIOD_MINUTES,
-            )
-            group.scale_on_metric(
-                "GpuIdleScaleIn",
-                metric=gpu_metric(namespace, group_name, "utilization_gpu", "Average", STEP_PERIOD_MINUTES),
-                scaling_steps=[
-                    autoscaling.ScalingInterval(upper=step.scale_in_below_percent, change=-step.scale_in_instances),
-                    autoscaling.ScalingInterval(lower=step.scale_in_below_percent, change=0),
-                ],
-                adjustment_type=autoscaling.AdjustmentType.CHANGE_IN_CAPACITY,
-                evaluation_periods=step.scale_in_after_minutes // STEP_PERIOD_MINUTES,
-                datapoints_to_alarm=step.scale_in_after_minutes // STEP_PERIOD_MINUTES,
-            )
+        if scaling.step is not None:
+            add_step_scaling(group, scaling.step, namespace, group_name)
         for action in scaling.schedules:
             group.scale_on_schedule(
                 f"Schedule-{action.name}",

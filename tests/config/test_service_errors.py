@@ -1,6 +1,7 @@
 """Service config mistakes (``fleets[].service``): each gives its exact one-line error (file, field, value, fix).
 
-Each case starts from the shipped dev config, whose inference fleet (``fleets[INFERENCE]``) serves the example service.
+Each case starts from the test dev config (under the copy run of tests/config/test_shipped_configs.py, a user's
+own) with its first served fleet (``fleets[INFERENCE]``) as the one fleet that serves, and makes one mistake in it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,23 @@ from tests.config.test_config_errors import load_error, valid_dev, write_env
 Data = dict[str, Any]
 
 
-#: Index of the served fleet in the test dev config.
-INFERENCE = next(i for i, fleet in enumerate(valid_dev()["fleets"]) if fleet["name"] == "inference")
+def _first_served() -> int:
+    served = [i for i, fleet in enumerate(valid_dev()["fleets"]) if fleet.get("service") is not None]
+    if not served:
+        pytest.skip("the dev config serves nothing: no service to make a mistake in", allow_module_level=True)
+    return served[0]
+
+
+#: Index of the first served fleet of the test dev config (the module is skipped where none serves).
+INFERENCE = _first_served()
+FIXTURE_CONFIG_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "config"
+
+
+def served_dev() -> Data:
+    """The test dev config with ``fleets[INFERENCE]`` as its only served fleet (the others are left out)."""
+    data = valid_dev()
+    data["fleets"] = [f for i, f in enumerate(data["fleets"]) if i == INFERENCE or f.get("service") is None]
+    return data
 
 
 def service(**changes: Any) -> Callable[[Data], None]:
@@ -51,8 +67,14 @@ def _public_in_isolated_vpc(data: Data) -> None:
 
 
 def _one_zone(data: Data) -> None:
-    data["availability_zones"] = ["us-east-1a"]
-    data["fleets"][INFERENCE]["availability_zones"] = ["us-east-1a"]
+    """Everything in the file system's zone, so that the load balancer's is the one zone mistake."""
+    zone = data["storage"]["file_system"]["availability_zone"]
+    data["availability_zones"] = [zone]
+    for fleet in data["fleets"]:
+        fleet["availability_zones"] = [zone]
+    network = data["network"]
+    if network.get("nat_gateways", 0) > 1:
+        network["nat_gateways"] = 1
 
 
 def _training_fleet(data: Data) -> None:
@@ -194,16 +216,18 @@ def test_invalid_service_gives_exact_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mutate: Callable[[Data], None], expected: list[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    data = valid_dev()
+    data = served_dev()
     mutate(data)
     write_env(tmp_path, "dev", data)
     assert load_error("dev", tmp_path) == expected
 
 
-def test_the_shipped_dev_service_is_valid_and_internal() -> None:
+def test_the_example_service_of_the_test_dev_config_is_internal() -> None:
+    # The example as tests/fixtures/config/dev.yaml has it (config/dev.yaml began as its copy; config/ is the
+    # user's, and test_shipped_configs.py checks only what holds for any valid config there).
     from config import load_environment
 
-    (served,) = [f for f in load_environment("dev").fleets if f.service is not None]
+    (served,) = [f for f in load_environment("dev", FIXTURE_CONFIG_DIR).fleets if f.name == "inference"]
     assert served.role.value == "inference" and served.service is not None
     assert served.service.command == "python3 /opt/gpu-platform/examples/serve.py --port 8080"
     assert (served.service.port, served.service.health_check_path) == (8080, "/health")
@@ -214,7 +238,7 @@ def test_a_served_fleet_rolls_back_on_its_service_alarms_unless_told_otherwise(t
     from config import load_environment
 
     data = valid_dev()
-    data["fleets"][INFERENCE]["refresh"].pop("rollback_alarms", None)
+    data["fleets"][INFERENCE].setdefault("refresh", {}).pop("rollback_alarms", None)
     write_env(tmp_path, "dev", data)
     served = load_environment("dev", tmp_path).fleets[INFERENCE]
     assert served.rollout is not None

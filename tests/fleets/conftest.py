@@ -14,6 +14,7 @@ import yaml
 
 from app import add_platform
 from config import load_environment
+from config.naming import ResourceNames
 from stacks.compliance import platform_app
 from tests.synth import TEST_CONFIG_DIR, StackTemplate, Synth, build_once, collect_stacks, synth_context
 
@@ -93,3 +94,8 @@ def fleet_synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFa
 
 def fleets_stack(synth: Synth, env: str = "dev") -> StackTemplate:
     return synth.stack(env, "Fleets")
+
+
+def asg_name(stack: StackTemplate, fleet: str) -> str:
+    """The group's name in full: a suffix would also match a fleet whose name ends in ``-<fleet>``."""
+    return ResourceNames(env=stack.env, account="", region="").asg_name(fleet)

@@ -9,7 +9,7 @@ import pytest
 
 from config.naming import ResourceNames
 from gpu_constructs.fleet.render.user_data import USER_DATA_LIMIT_BYTES
-from tests.fleets.conftest import fleets_stack
+from tests.fleets.conftest import asg_name, fleets_stack
 from tests.synth import StackTemplate, Synth
 
 
@@ -25,7 +25,7 @@ def _group(stack: StackTemplate, fleet: str) -> dict:
     (group,) = [
         v["Properties"]
         for v in stack.resources("AWS::AutoScaling::AutoScalingGroup").values()
-        if v["Properties"]["AutoScalingGroupName"].endswith(f"-{fleet}")
+        if v["Properties"]["AutoScalingGroupName"] == asg_name(stack, fleet)
     ]
     return group
 

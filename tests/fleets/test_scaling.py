@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.naming import ResourceNames
-from tests.fleets.conftest import fleets_stack
+from tests.fleets.conftest import asg_name, fleets_stack
 from tests.fleets.test_fleet_templates import _group, _templates, _user_data
 from tests.synth import StackTemplate, Synth
 
@@ -14,7 +14,7 @@ def _group_id(stack: StackTemplate, fleet: str) -> str:
     (logical_id,) = [
         k
         for k, v in stack.resources("AWS::AutoScaling::AutoScalingGroup").items()
-        if v["Properties"]["AutoScalingGroupName"].endswith(f"-{fleet}")
+        if v["Properties"]["AutoScalingGroupName"] == asg_name(stack, fleet)
     ]
     return logical_id
 

@@ -15,8 +15,9 @@ def test_pull_request_workflow_parses_and_runs_on_pull_requests() -> None:
     workflow = _workflow()
     triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
     assert "pull_request" in triggers
-    assert workflow["permissions"] == {"contents": "read"}
+    assert workflow["permissions"] == {}  # no token scope but what a job asks for
     (job,) = workflow["jobs"].values()
+    assert job["permissions"] == {"contents": "read"}
     for step in job["steps"]:
         assert ("uses" in step) != ("run" in step), step
 
