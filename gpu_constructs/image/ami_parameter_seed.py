@@ -6,21 +6,21 @@ and the AMI rollout (started by the parameter's change) would then roll the flee
 parameter is put by a custom resource, once, with ``Overwrite: false``: on create only, and an
 existing parameter (a value Image Builder already wrote) is left as it is.
 
-Environments deployed before the seed hold the parameter as the ``AWS::SSM::Parameter``
-``AmiParameter3D3A0D31`` (no deletion policy: Delete). Removing that resource would make
-CloudFormation delete the parameter in the update's cleanup phase, after the seed had found it
-present, and the fleet stack could then not resolve its AMI. So the resource stays in this
-release, its properties exactly as deployed (CloudFormation updates a resource only when its
-template changes, and it re-reads the dynamic reference only when the reference itself changes:
-no call writes the value; so its value names ``LEGACY_BOOTSTRAP_PARAMETER``, not the bootstrap parameter
-of today's config), with ``DeletionPolicy`` and ``UpdateReplacePolicy`` ``Retain``; a later
-release may then drop it and CloudFormation leaves the parameter in place (``docs/operations.md``,
-Upgrading a deployed environment).
+The parameter is the seed's alone, also on an environment's first deploy. Releases before the seed held it
+as the ``AWS::SSM::Parameter`` ``AmiParameter3D3A0D31``, which releases 42266c5 to 098a87b kept, unchanged and
+``Retain``, so that the update that first added the seed could not delete it. That resource is gone from the
+template now: on a stack that deployed it with ``Retain``, CloudFormation removes it from the stack and leaves
+the parameter (the DeletionPolicy attribute "also applies to stack update operations that lead to resources
+being deleted from stacks", CloudFormation template reference). Kept, it did harm: on a fresh stack it created
+the parameter before the seed, with the Ubuntu 22.04 Deep Learning AMI of the release that wrote it, and any
+update of it (a tag) wrote that public AMI's id over the golden AMI. A stack that still holds it without
+``Retain`` (a release before 42266c5) must deploy 098a87b first: ``gpu-platform preflight`` refuses the upgrade
+otherwise (``docs/operations.md``, Upgrading a deployed environment).
 """
 
 from __future__ import annotations
 
-from aws_cdk import CfnDeletionPolicy, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -32,13 +32,6 @@ from gpu_constructs.compliance.sdk_call_resource import sdk_call_resource
 
 #: What PutParameter answers when the name exists and Overwrite is false (SSM API reference).
 ALREADY_EXISTS = "ParameterAlreadyExists"
-
-#: The bootstrap parameter of the releases that created ``AmiParameter3D3A0D31`` (the Ubuntu 22.04 Deep Learning
-#: AMI). The retained resource keeps it whatever ``image.bootstrap_ami_parameter`` says now: any change of its
-#: properties is an update, and an update writes the public AMI's id over the golden AMI the fleets launch from.
-LEGACY_BOOTSTRAP_PARAMETER = (
-    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-)
 
 
 class AmiParameterSeed(Construct):
@@ -54,8 +47,7 @@ class AmiParameterSeed(Construct):
     Store requires of whoever creates an ``aws:ec2:image`` parameter).
 
     Attributes:
-        resource: the AwsCustomResource; legacy: the retained ``AWS::SSM::Parameter`` of earlier
-        releases (see the module docstring); parameter_arn.
+        resource: the AwsCustomResource; parameter_arn.
     """
 
     def __init__(
@@ -71,18 +63,6 @@ class AmiParameterSeed(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        # Id "Resource" under this construct: the logical id AmiParameter3D3A0D31 of earlier releases.
-        self.legacy = ssm.CfnParameter(
-            self,
-            "Resource",
-            name=parameter_name,
-            type="String",
-            value=f"{{{{resolve:ssm:{LEGACY_BOOTSTRAP_PARAMETER}}}}}",
-            data_type="aws:ec2:image",
-            description=description,
-        )
-        self.legacy.cfn_options.deletion_policy = CfnDeletionPolicy.RETAIN
-        self.legacy.cfn_options.update_replace_policy = CfnDeletionPolicy.RETAIN
         self.parameter_arn = stack.format_arn(service="ssm", resource="parameter", resource_name=parameter_name[1:])
         # A CloudFormation parameter of the public AMI parameter's value, resolved at every deploy.
         bootstrap_ami = ssm.StringParameter.value_for_typed_string_parameter_v2(
@@ -122,5 +102,3 @@ class AmiParameterSeed(Construct):
             wildcard_reason="ec2:DescribeImages has no resource types; Parameter Store requires it of whoever "
             "creates an aws:ec2:image parameter, and it only reads.",
         )
-        # On a first deploy the legacy resource creates the parameter; the seed then finds it present.
-        self.resource.node.add_dependency(self.legacy)

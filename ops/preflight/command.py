@@ -30,7 +30,7 @@ GATES = ("account", "region")
 _REJECTED = {"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException"}
 #: What a check needs to read; printed with a check that was denied.
 READ_ACCESS = (
-    "sts:GetCallerIdentity, ec2:Describe*, cloudformation:DescribeStacks, ssm:GetParameter, "
+    "sts:GetCallerIdentity, ec2:Describe*, cloudformation:DescribeStacks/GetTemplate, ssm:GetParameter, "
     "servicequotas:Get*/List*, fsx:DescribeFileSystems"
 )
 

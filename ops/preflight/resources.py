@@ -3,6 +3,7 @@ the FSx for Lustre storage quota, NAT gateways and Elastic IP addresses."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -10,6 +11,7 @@ from botocore.exceptions import ClientError
 from config.naming import ResourceNames
 from config.network import EgressMode
 from config.schema import Environment
+from config.upgrades import LAST_RELEASE_RETAINING_IT, LEGACY_LOGICAL_ID
 from ops.findings import Finding, Level
 from ops.golden_ami import bootstrap_ami_finding, describe_ami
 from ops.preflight.aws import Aws, error_code
@@ -38,6 +40,25 @@ def _stack_exists(aws: Aws, name: str) -> bool:
     return any(s["StackStatus"] != "DELETE_COMPLETE" for s in stacks)
 
 
+def _legacy_parameter_finding(env: Environment, aws: Aws, image_stack: str) -> Finding | None:
+    """An ERROR when the deployed Image stack still holds the released AMI parameter resource without Retain:
+    deploying this release would remove it, and CloudFormation would delete the parameter the fleets launch from."""
+    body = aws.client("cloudformation").get_template(StackName=image_stack, TemplateStage="Original")["TemplateBody"]
+    template = body if isinstance(body, dict) else json.loads(body)
+    legacy = template.get("Resources", {}).get(LEGACY_LOGICAL_ID)
+    if legacy is None or legacy.get("DeletionPolicy") == "Retain":
+        return None
+    names = ResourceNames.of(env)
+    return Finding(
+        "ami-parameters",
+        Level.ERROR,
+        f"{image_stack} holds {names.ami_parameter} as {LEGACY_LOGICAL_ID} without DeletionPolicy Retain (a release "
+        "before 42266c5): this release removes that resource, and CloudFormation would delete the parameter",
+        f"deploy release {LAST_RELEASE_RETAINING_IT} first (git checkout {LAST_RELEASE_RETAINING_IT} && make deploy "
+        f"ENV={env.name}), then this one",
+    )
+
+
 def check_ami_parameters(env: Environment, aws: Aws) -> list[Finding]:
     """The public AMI parameters the config names exist; the fleets' AMI parameter exists once the
     Image stack has seeded it (it does so on its first deploy, before the Fleets stack reads it)."""
@@ -62,6 +83,8 @@ def check_ami_parameters(env: Environment, aws: Aws) -> list[Finding]:
             findings.append(Finding("ami-parameters", Level.INFO, f"{field}: {name} = {value}"))
     latest = _parameter(aws, names.ami_parameter)
     image_stack = names.stack_name("Image")
+    legacy = _legacy_parameter_finding(env, aws, image_stack) if _stack_exists(aws, image_stack) else None
+    findings += [legacy] if legacy else []
     if latest is not None:
         findings.append(Finding("ami-parameters", Level.INFO, f"{names.ami_parameter} = {latest}"))
         bootstrap = bootstrap_ami_finding(env, latest, describe_ami(aws.client("ec2"), latest), "ami-parameters")

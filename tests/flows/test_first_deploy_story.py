@@ -12,12 +12,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
-from config.image import BOOTSTRAP_AMI_PARAMETER
+from config.image import BOOTSTRAP_AMI_PARAMETER, Image
 from config.loader import load_environment
 from config.naming import ResourceNames
 from tests.node import helpers  # noqa: F401 - puts scripts/node on sys.path
+from tests.synth import Synth
 
 # isort: split
 import layout
@@ -36,9 +35,18 @@ def test_the_paragraph_names_the_default_bootstrap_ami_and_it_is_a_pytorch_dlami
     )
 
 
-@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
-def test_every_shipped_environment_starts_on_that_ami(env: str) -> None:
-    assert load_environment(env).image.bootstrap_ami_parameter == BOOTSTRAP_AMI_PARAMETER
+def test_an_environment_that_names_no_bootstrap_ami_starts_on_that_ami() -> None:
+    assert Image().bootstrap_ami_parameter == BOOTSTRAP_AMI_PARAMETER
+
+
+def test_on_a_fresh_stack_the_seed_is_what_creates_the_parameter(synth: Synth) -> None:
+    """Nothing in the Image stack declares the parameter but the seed, whose PutParameter puts the configured
+    bootstrap AMI (tests/unit/test_ami_parameter_seed.py runs that call against moto)."""
+    for env, cfg in synth.environments.items():
+        stack = synth.stack(env, "Image")
+        assert stack.resources("AWS::SSM::Parameter") == {}
+        defaults = [p.get("Default") for p in stack.json.get("Parameters", {}).values()]
+        assert cfg.image.bootstrap_ami_parameter in defaults
 
 
 def test_the_paths_it_names_are_the_nodes() -> None:

@@ -25,12 +25,19 @@ from typing import Any
 
 import pytest
 
+from config.upgrades import LAST_RELEASE_RETAINING_IT, LEGACY_LOGICAL_ID
+
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOTS = Path("tests/snapshot/__snapshots__/test_snapshots")
 #: The last released commit: what deployed environments run.
 RELEASED = "98c90a20fd5fd638eb955d92c6effdd5d599a240"
+#: The last commit that keeps the released AMI parameter resource, retained (LAST_RELEASE_RETAINING_IT).
+RETAINING = LAST_RELEASE_RETAINING_IT
 ENVS = ("dev", "staging", "prod")
 STACKS = ("Security", "Network", "Storage", "Image", "Fleets", "Monitoring")
+#: The released AMI parameter resource: removed now. A stack that still holds it without Retain must deploy
+#: RETAINING first, which gpu-platform preflight enforces (tests/ops/preflight: the legacy parameter check).
+GUARDED = frozenset((f"{env}-Image", LEGACY_LOGICAL_ID) for env in ENVS)
 #: Properties that name the physical resource (top level of Properties).
 NAME_KEYS = frozenset(
     {
@@ -70,9 +77,9 @@ def _snapshot_path(stack: str) -> Path:
 
 
 @cache
-def _released(stack: str) -> dict[str, Any]:
+def _released(stack: str, commit: str = RELEASED) -> dict[str, Any]:
     shown = subprocess.run(
-        ["git", "show", f"{RELEASED}:{_snapshot_path(stack).as_posix()}"],
+        ["git", "show", f"{commit}:{_snapshot_path(stack).as_posix()}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -152,7 +159,7 @@ def test_no_removed_resource_takes_a_name_with_it_that_the_new_templates_declare
     released = {stack: _released(stack) for stack in _stacks(env)}
     current = {stack: _current(stack) for stack in _stacks(env)}
     found = list(reclaimed_names(released, current))
-    assert [f for f in found if (f[0], f[1]) not in MOVED] == []
+    assert [f for f in found if (f[0], f[1]) not in MOVED | GUARDED] == []
     # The scan reads real templates: it sees the documented move of the (unretained) alerts topic.
     assert (f"{env}-Fleets", "AlertsTopicCF7C81C9", f"gpu-platform-{env}-alerts") in {f[:3] for f in found}
 
@@ -174,20 +181,21 @@ def test_the_check_sees_a_hook_that_moves_into_the_group_under_its_old_name() ->
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_the_ami_parameter_of_earlier_releases_stays_unchanged_and_retained(env: str) -> None:
-    """The seed must not be the only declaration of the AMI parameter on the first upgrade: the released
-    AWS::SSM::Parameter stays, its properties exactly as deployed (so CloudFormation makes no call that
-    writes the value), now Retain, and the seed runs after it."""
+def test_the_ami_parameter_resource_leaves_through_the_release_that_retained_it(env: str) -> None:
+    """The released AWS::SSM::Parameter: RETAINING kept it with its released properties and Retain; now it is
+    gone, and from RETAINING its removal reclaims nothing (CloudFormation leaves a retained resource in place).
+    The seed alone declares the parameter, also on a fresh stack."""
     stack = f"{env}-Image"
     (old_id,) = [k for k, r in _released(stack)["Resources"].items() if r["Type"] == "AWS::SSM::Parameter"]
-    old = _released(stack)["Resources"][old_id]
+    kept = _released(stack, RETAINING)["Resources"][old_id]
+    assert kept["Properties"] == _released(stack)["Resources"][old_id]["Properties"]
+    assert (kept["DeletionPolicy"], kept["UpdateReplacePolicy"]) == ("Retain", "Retain")
     resources = _current(stack)["Resources"]
-    legacy = resources[old_id]
-    assert (legacy["Type"], legacy["Properties"]) == (old["Type"], old["Properties"])
-    assert (legacy["DeletionPolicy"], legacy["UpdateReplacePolicy"]) == ("Retain", "Retain")
-    name = old["Properties"]["Name"]
-    (seed_id,) = [k for k, r in resources.items() if r["Type"] == "Custom::AWS" and name in declared_names(r)]
-    assert old_id in resources[seed_id]["DependsOn"]
-    # Removing it in a later release is then safe: the scan skips a retained removed resource.
-    later = {k: r for k, r in resources.items() if k != old_id}
-    assert list(reclaimed_names({stack: _current(stack)}, {stack: {"Resources": later}})) == []
+    assert old_id not in resources and not [r for r in resources.values() if r["Type"] == "AWS::SSM::Parameter"]
+    name = kept["Properties"]["Name"]
+    assert [k for k, r in resources.items() if r["Type"] == "Custom::AWS" and name in declared_names(r)]
+    retaining = {s: _released(s, RETAINING) for s in _stacks(env)}
+    assert [f for f in reclaimed_names(retaining, {s: _current(s) for s in _stacks(env)}) if f[1] == old_id] == []
+    # Straight from RELEASED it is not safe (the scan sees it): preflight refuses that upgrade.
+    straight = reclaimed_names({stack: _released(stack)}, {stack: _current(stack)})
+    assert (stack, old_id, name) in {f[:3] for f in straight}

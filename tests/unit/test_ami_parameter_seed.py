@@ -69,16 +69,17 @@ def test_seed_puts_once_and_never_overwrites_what_image_builder_wrote(synth: Syn
     cfg = synth.environments[env]
     name = ResourceNames.of(cfg).ami_parameter
     stack = synth.stack(env, "Image")
-    # CloudFormation writes no value of the parameter: the one AWS::SSM::Parameter of that name is the
-    # released resource, kept unchanged and retained for the upgrade (tests/flows/test_upgrade_names.py).
+    # CloudFormation writes no value of the parameter: no AWS::SSM::Parameter of that name in any stack, so on a
+    # fresh stack the seed's call below is the one that creates it (tests/flows/test_upgrade_names.py: how the
+    # released resource of that name left the template).
     owned = [
-        (k, r.get("DeletionPolicy"), r.get("UpdateReplacePolicy"))
+        k
         for s in synth.stacks.values()
         if s.env == env
         for k, r in s.resources("AWS::SSM::Parameter").items()
         if r["Properties"].get("Name") == name
     ]
-    assert owned == [("AmiParameter3D3A0D31", "Retain", "Retain")]
+    assert owned == []
     _, props = _seed(stack, name)
     resolver = Resolver(stack.json, account=cfg.account, region=cfg.region)
     (bootstrap_ref,) = [p for p in props["Create"]["Fn::Join"][1] if isinstance(p, dict)]
@@ -146,32 +147,3 @@ def test_fleets_and_distribution_come_after_the_seed(synth: Synth, env: str) -> 
         assert seed_id in dist["DependsOn"]
 
 
-#: AmiParameter3D3A0D31 as the releases before the seed deployed it (their templates: the snapshots of the released
-#: commit, tests/flows/test_upgrade_names.py). Written out here, not taken from the code: moving the bootstrap
-#: parameter (the Deep Learning AMI of another Ubuntu) must not move it. Any change of these properties is an
-#: update of the resource, and that update writes the public AMI's id over the golden AMI the fleets launch from.
-RELEASED_LEGACY = {
-    "DataType": "aws:ec2:image",
-    "Type": "String",
-    "Value": "{{resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id}}",
-}
-
-
-@pytest.mark.parametrize("env", ENVS)
-def test_the_released_parameter_resource_keeps_the_properties_it_was_deployed_with(synth: Synth, env: str) -> None:
-    cfg = synth.environments[env]
-    legacy = synth.stack(env, "Image").json["Resources"]["AmiParameter3D3A0D31"]
-    assert legacy["Properties"] == {
-        **RELEASED_LEGACY,
-        "Name": f"/imagebuilder/gpu-platform/{env}/ami/latest",
-        "Description": f"GPU platform {env}: AMI id of GPU nodes (golden AMI; bootstrap: Deep Learning AMI)",
-        "Tags": {
-            "CostCenter": f"ml-research-{env}",
-            "Environment": env,
-            "Owner": "ml-platform-team",
-            "Project": "gpu-platform",
-        },
-    }
-    assert (legacy["DeletionPolicy"], legacy["UpdateReplacePolicy"]) == ("Retain", "Retain")
-    # The bootstrap the seed puts on a first deploy is today's (the config's), not the released one.
-    assert "ubuntu-22.04" not in cfg.image.bootstrap_ami_parameter

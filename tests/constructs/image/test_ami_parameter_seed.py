@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from gpu_constructs.image.ami_parameter_seed import ALREADY_EXISTS, LEGACY_BOOTSTRAP_PARAMETER, AmiParameterSeed
+from gpu_constructs.image.ami_parameter_seed import ALREADY_EXISTS, AmiParameterSeed
 from tests.constructs.conftest import (
     ACCOUNT,
     REGION,
@@ -43,14 +43,13 @@ def test_put_if_absent_on_create_only_and_scoped_to_the_parameter() -> None:
     assert not role_may(policies, None, Request("ssm:DeleteParameter", arn))
 
 
-def test_the_released_parameter_resource_keeps_its_bootstrap_whatever_the_seed_puts() -> None:
-    """Its value is the released one; the seed's CloudFormation parameter names today's bootstrap."""
+def test_the_seed_alone_declares_the_parameter_with_todays_bootstrap() -> None:
+    """No AWS::SSM::Parameter: on a fresh stack nothing creates the parameter before the seed, so the seed's
+    PutParameter puts the configured bootstrap AMI (an earlier release's resource put the Ubuntu 22.04 one)."""
     stack = bare_stack()
     AmiParameterSeed(stack, "Seed", parameter_name=PARAMETER, description="fleets' AMI", bootstrap_parameter=DLAMI_24_04,
                      logs_key=key(stack), log_retention=RETENTION)  # fmt: skip
     tmpl = template(stack)
-    _, legacy = only(tmpl, "AWS::SSM::Parameter")
-    assert legacy["Properties"]["Value"] == f"{{{{resolve:ssm:{LEGACY_BOOTSTRAP_PARAMETER}}}}}"
-    assert "ubuntu-22.04" in LEGACY_BOOTSTRAP_PARAMETER
+    assert not tmpl.find_resources("AWS::SSM::Parameter")
     defaults = [p["Default"] for p in tmpl.to_json()["Parameters"].values() if "Default" in p]
     assert DLAMI_24_04 in defaults and not [d for d in defaults if "ubuntu-22.04" in d]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from botocore.stub import Stubber
@@ -80,6 +81,31 @@ def test_fleet_parameter_absent_after_the_image_stack_is_an_error(aws: Aws) -> N
     [_, finding] = check_ami_parameters(_staging(), aws)
     assert finding.level is Level.ERROR and "although staging-Image exists" in finding.message
     assert f"--name {LATEST}" in finding.fix
+
+
+def _image_stack_holding_the_released_parameter(aws: Aws, retained: bool) -> None:
+    legacy = {"Type": "AWS::SSM::Parameter", "Properties": {"Name": LATEST, "Type": "String", "Value": "ami-0"}}
+    if retained:
+        legacy["DeletionPolicy"] = "Retain"
+    body = json.dumps({"Resources": {"AmiParameter3D3A0D31": legacy}})
+    aws.client("cloudformation").create_stack(StackName="staging-Image", TemplateBody=body)
+
+
+def test_an_image_stack_with_the_released_parameter_unretained_refuses_the_upgrade(aws: Aws) -> None:
+    _image_stack_holding_the_released_parameter(aws, retained=False)
+    errors = [f for f in check_ami_parameters(_staging(), aws) if f.level is Level.ERROR]
+    assert len(errors) == 1
+    assert "holds /imagebuilder/gpu-platform/staging/ami/latest as AmiParameter3D3A0D31 without DeletionPolicy" in (
+        errors[0].message
+    )
+    assert (
+        errors[0].fix == "deploy release 098a87b first (git checkout 098a87b && make deploy ENV=staging), then this one"
+    )
+
+
+def test_an_image_stack_that_retains_it_may_upgrade(aws: Aws) -> None:
+    _image_stack_holding_the_released_parameter(aws, retained=True)
+    assert not [f for f in check_ami_parameters(_staging(), aws) if "AmiParameter3D3A0D31" in f.message]
 
 
 def test_missing_bootstrap_ami_parameter_is_an_error(aws: Aws) -> None:
