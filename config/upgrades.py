@@ -9,4 +9,4 @@ LEGACY_LOGICAL_ID = "AmiParameter3D3A0D31"
 
 #: The last release that keeps that resource with DeletionPolicy Retain: a stack that holds it without Retain
 #: deploys this release first, so that removing the resource leaves the parameter in place.
-LAST_RELEASE_RETAINING_IT = "098a87b"
+LAST_RELEASE_RETAINING_IT = "d8fda28"

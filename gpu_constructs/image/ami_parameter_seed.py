@@ -7,14 +7,14 @@ parameter is put by a custom resource, once, with ``Overwrite: false``: on creat
 existing parameter (a value Image Builder already wrote) is left as it is.
 
 The parameter is the seed's alone, also on an environment's first deploy. Releases before the seed held it
-as the ``AWS::SSM::Parameter`` ``AmiParameter3D3A0D31``, which releases 42266c5 to 098a87b kept, unchanged and
+as the ``AWS::SSM::Parameter`` ``AmiParameter3D3A0D31``, which releases 42266c5 to d8fda28 kept, unchanged and
 ``Retain``, so that the update that first added the seed could not delete it. That resource is gone from the
 template now: on a stack that deployed it with ``Retain``, CloudFormation removes it from the stack and leaves
 the parameter (the DeletionPolicy attribute "also applies to stack update operations that lead to resources
 being deleted from stacks", CloudFormation template reference). Kept, it did harm: on a fresh stack it created
 the parameter before the seed, with the Ubuntu 22.04 Deep Learning AMI of the release that wrote it, and any
 update of it (a tag) wrote that public AMI's id over the golden AMI. A stack that still holds it without
-``Retain`` (a release before 42266c5) must deploy 098a87b first: ``gpu-platform preflight`` refuses the upgrade
+``Retain`` (a release before 42266c5) must deploy d8fda28 first: ``gpu-platform preflight`` refuses the upgrade
 otherwise (``docs/operations.md``, Upgrading a deployed environment).
 """
 

@@ -99,7 +99,7 @@ def test_an_image_stack_with_the_released_parameter_unretained_refuses_the_upgra
         errors[0].message
     )
     assert (
-        errors[0].fix == "deploy release 098a87b first (git checkout 098a87b && make deploy ENV=staging), then this one"
+        errors[0].fix == "deploy release d8fda28 first (git checkout d8fda28 && make deploy ENV=staging), then this one"
     )
 
 
