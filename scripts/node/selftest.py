@@ -36,21 +36,8 @@ from health.parse import parse_smi_csv
 from health.probe import NVIDIA_SMI_COMMAND, read_efa, read_fabric, read_kernel_log, run_command, run_dcgm_diag
 from layout import EXAMPLES_DIR, IMAGE_VERSIONS_FILE, WORKLOAD_PATH
 
-TORCH_CHECK = """
-import sys, torch
-if not torch.cuda.is_available():
-    sys.exit(f"torch {torch.__version__} (CUDA {torch.version.cuda}): torch.cuda.is_available() is False")
-torch.backends.cuda.matmul.allow_tf32 = False
-g = torch.Generator().manual_seed(7)
-a, b = torch.randn(512, 512, generator=g), torch.randn(512, 512, generator=g)
-ref = a @ b
-for i in range(torch.cuda.device_count()):
-    got = (a.to(f"cuda:{i}") @ b.to(f"cuda:{i}")).cpu()
-    if not torch.allclose(got, ref, rtol=1e-3, atol=1e-3):
-        sys.exit(f"cuda:{i}: matmul differs from the CPU by {(got - ref).abs().max().item():.3g}")
-print(f"torch {torch.__version__} (CUDA {torch.version.cuda}): matmul on {torch.cuda.device_count()} GPU(s) "
-      f"({torch.cuda.get_device_name(0)}) matches the CPU")
-"""
+#: The torch probe's script, run by the workload Python (a file, so the node-Python check reads it too).
+TORCH_CHECK = Path(__file__).resolve().with_name("torch_check.py")
 
 
 @dataclass(frozen=True)
@@ -145,7 +132,7 @@ def probe_torch(args: argparse.Namespace) -> Verdict:
     python = _workload_python(args)
     if python is None:
         return Verdict("torch", "FAIL", f"no python3 on the workload PATH {args.workload_path}")
-    done = subprocess.run([python, "-c", TORCH_CHECK], capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run([python, str(TORCH_CHECK)], capture_output=True, text=True, timeout=600, check=False)
     last = (done.stdout.strip() or done.stderr.strip()).splitlines()[-1:] or ["no output"]
     return Verdict("torch", "PASS" if done.returncode == 0 else "FAIL", f"{python}: {last[0]}")
 

@@ -146,3 +146,12 @@ def test_the_bootstrap_and_the_image_use_the_same_interpreter() -> None:
 
 def test_the_node_reads_the_golden_amis_record_where_the_image_writes_it() -> None:
     assert layout.IMAGE_VERSIONS_FILE == check.versions.IMAGE_VERSIONS_FILE
+
+
+def test_every_heredoc_a_component_feeds_to_python_is_one_the_check_reads() -> None:
+    # The check extracts heredocs tagged PY: Python fed to an interpreter under another tag would go unchecked.
+    fed = re.compile(r"python\S*\s+-\s*(?:\S+\s+)*<<-?'?(?P<tag>\w+)'?")
+    for name in check.versions.component_names():
+        for command in check._commands(check.versions.document(name)):
+            for match in fed.finditer(command):
+                assert match.group("tag") == "PY", f"{name}: {match.group(0)}"
