@@ -19,7 +19,7 @@ from scripts.diagram import config_digest
 from tests.snapshot.normalize import normalize_template
 from tests.synth import Synth
 
-CONFIG_DIGEST = Path(__file__).resolve().parent / "__snapshots__" / "config.sha256"
+CONFIG_DIGEST = Path(__file__).resolve().parent / "config.sha256"
 
 STACKS = [
     f"{env}-{stack}"

@@ -145,5 +145,3 @@ def test_fleets_and_distribution_come_after_the_seed(synth: Synth, env: str) -> 
     assert "Image" in str(synth.stack(env, "Fleets").manifest.get("dependencies", []))
     for dist in stack.resources("AWS::ImageBuilder::DistributionConfiguration").values():
         assert seed_id in dist["DependsOn"]
-
-
