@@ -5,9 +5,14 @@ bus each time an image changes state; ``detail.state.status`` is the new status,
 ARN, ``arn:<partition>:imagebuilder:<region>:<account>:image/<image name>/<version>/<build>`` (EC2 Image Builder
 user guide, "Event messages that Image Builder sends"). A build ends in AVAILABLE, FAILED or CANCELLED; this rule
 takes the last two, for this environment's image only (the image name is the pipeline's recipe name), and sends
-the alerts topic one message that names the image and where its logs are: the image's log group, whose stream is
-the image's version/build (Image Builder user guide, "Monitor Image Builder logs with Amazon CloudWatch Logs"),
-the components' logs in the build log bucket, and the pipeline's log group.
+the alerts topic one message that names the image, why it ended (``detail.state.reason``, Image Builder's reason
+for the status: ImageState in the Image Builder API reference), the stage it ended in (``detail.previous-state.status``,
+e.g. BUILDING, TESTING or DISTRIBUTING) and where its logs are: the image's log group, whose stream is the image's
+version/build (Image Builder user guide, "Monitor Image Builder logs with Amazon CloudWatch Logs"), the components'
+logs in the build log bucket, and the pipeline's log group.
+
+A build that fails while DISTRIBUTING has already made the AMI and may have copied it, and written its id to the AMI
+parameters, in some targets: the message says so for that stage, since an input transformer cannot choose its text.
 """
 
 from __future__ import annotations
@@ -23,6 +28,14 @@ SOURCE = "aws.imagebuilder"
 DETAIL_TYPE = "EC2 Image Builder Image State Change"
 #: The end states of a build that produce no image: failed, or stopped (CancelImageCreation).
 ALERT_STATUSES = ("FAILED", "CANCELLED")
+#: What the message takes from the event: the image's ARN, its end status and why, the stage it was in, when.
+INPUT_PATHS = {
+    "image": "$.resources[0]",
+    "status": "$.detail.state.status",
+    "reason": "$.detail.state.reason",
+    "stage": "$.detail.previous-state.status",
+    "time": "$.time",
+}
 
 
 @dataclass(frozen=True)
@@ -74,11 +87,7 @@ class BuildFailureAlerts(Construct):
                     id="AlertsTopic",
                     arn=topic.topic_arn,
                     input_transformer=events.CfnRule.InputTransformerProperty(
-                        input_paths_map={
-                            "image": "$.resources[0]",
-                            "status": "$.detail.state.status",
-                            "time": "$.time",
-                        },
+                        input_paths_map=INPUT_PATHS,
                         input_template=message(image_name, logs),
                     ),
                 )
@@ -87,10 +96,13 @@ class BuildFailureAlerts(Construct):
 
 
 def message(image_name: str, logs: BuildLogPlaces) -> str:
-    """The input template: a JSON string (SNS sends it as the e-mail's text) with <image>, <status> and <time>."""
+    """The input template: a JSON string (SNS sends it as the e-mail's text) with <image>, <status>, <reason>,
+    <stage> and <time>."""
     text = (
-        f"ERROR: a build of the golden AMI {image_name} ended <status> at <time>: no new AMI was distributed, "
-        "the fleets keep the AMI they run. Image: <image>. "
+        f"ERROR: a build of the golden AMI {image_name} ended <status> at <time> while <stage>: <reason>. "
+        "Image: <image>. Ended while BUILDING or TESTING: no AMI was distributed, the fleets keep the AMI they run. "
+        "Ended while DISTRIBUTING: the AMI passed its tests and may have been distributed to some targets, not "
+        "others (a copy there, its AMI parameter moved to it): compare the targets' AMI parameters. "
         f"Build log: CloudWatch Logs group {logs.image_log_group}, stream VERSION/BUILD (the end of the image ARN); "
         f"component logs: s3://{logs.log_bucket}/{logs.log_prefix}/; pipeline log: {logs.pipeline_log_group}. "
         "Fix: read the first ERROR line of the build log, then start the pipeline again (docs/operations.md, "

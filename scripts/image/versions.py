@@ -39,8 +39,11 @@ IMAGE_VERSIONS_FILE = "/opt/gpu-platform/image-versions.json"
 build steps through ``lib/record.sh``; it may be newer than the config's pin where the parent image was)."""
 
 VERSION_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "os-updates": (),
     "nvidia-driver": ("NvidiaDriverVersion",),
-    "cuda-toolkit": ("CudaVersion", "CudnnVersion", "NcclVersion"),
+    "nvidia-services": (),
+    "cuda-toolkit": ("CudaVersion",),
+    "cuda-libraries": ("CudnnVersion", "NcclVersion"),
     "efa": ("EfaInstallerVersion", "AwsOfiNcclVersion"),
     "pytorch": ("TorchVersion", "TorchvisionVersion"),
     "cloudwatch-agent": ("CloudWatchAgentVersion",),
@@ -51,8 +54,11 @@ VERSION_PARAMETERS: dict[str, tuple[str, ...]] = {
 }
 
 OTHER_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "os-updates": (),
     "nvidia-driver": (),
+    "nvidia-services": (),
     "cuda-toolkit": (),
+    "cuda-libraries": (),
     "efa": (),
     "pytorch": ("PipIndexUrl",),
     "cloudwatch-agent": (),
@@ -63,8 +69,11 @@ OTHER_PARAMETERS: dict[str, tuple[str, ...]] = {
 }
 
 RECIPE_ORDER: tuple[str, ...] = (
+    "os-updates",
     "nvidia-driver",
+    "nvidia-services",
     "cuda-toolkit",
+    "cuda-libraries",
     "efa",
     "dcgm",
     "lustre-client",
@@ -75,19 +84,25 @@ RECIPE_ORDER: tuple[str, ...] = (
 )
 """The order the recipe should list the components in, and why:
 
-the driver first (it reboots, and everything GPU-side builds or checks against it); the
-toolkit, then EFA, the order of AWS's "get started with EFA and NCCL" guide (drivers, CUDA
-and cuDNN before the EFA software); DCGM after the toolkit whose CUDA major it follows;
-Lustre after the last reboot, so the kernel it matches is the one the image boots; the
-test-only ``gpu-validation`` last.
+``os-updates`` first, before anything runs apt: it stops and masks apt's daily timers and
+unattended-upgrades and holds the running kernel's packages, so nothing installs a kernel (or
+holds the dpkg lock) during the build; the driver next, then its services (Fabric Manager, the
+persistence daemon), which end with the reboot into it (everything GPU-side builds or checks
+against it); the toolkit, cuDNN and NCCL for it, then EFA, the order of AWS's
+"get started with EFA and NCCL" guide (drivers, CUDA and cuDNN before the EFA software); DCGM
+after the toolkit whose CUDA major it follows; Lustre after the last reboot, so the kernel it
+matches is the one the image boots; the test-only ``gpu-validation`` last.
 """
 
 
 RECORDED_VERSIONS: tuple[str, ...] = (
     *dict.fromkeys(p for name in RECIPE_ORDER for p in VERSION_PARAMETERS[name]),
+    "CudaDefault",
     "Kernel",
 )
-"""The keys of ``IMAGE_VERSIONS_FILE``: every version parameter, and the kernel the image boots."""
+"""The keys of ``IMAGE_VERSIONS_FILE``: every version parameter, the CUDA toolkit /usr/local/cuda points at
+(``CudaDefault``: the carried ``CudaVersion``, or a parent's newer default that was not moved back), and the
+kernel the image boots."""
 
 
 def component_names() -> tuple[str, ...]:

@@ -29,7 +29,10 @@ from tests.synth import Synth
 ENVS = ["dev", "staging", "prod"]
 
 
-def _event(environment: Environment, image: str, status: str) -> dict[str, Any]:
+REASON = "Workflow Step Failed: BuildImage step execution failed: component gpu-platform-dev-efa failed"
+
+
+def _event(environment: Environment, image: str, status: str, stage: str = "TESTING") -> dict[str, Any]:
     arn = f"arn:aws:imagebuilder:{environment.region}:{environment.account}:image/{image}/1.0.123456/1"
     return {
         "version": "0",
@@ -40,7 +43,7 @@ def _event(environment: Environment, image: str, status: str) -> dict[str, Any]:
         "time": "2026-11-22T03:41:07Z",
         "region": environment.region,
         "resources": [arn],
-        "detail": {"previous-state": {"status": "TESTING"}, "state": {"status": status}},
+        "detail": {"previous-state": {"status": stage}, "state": {"status": status, "reason": REASON}},
     }
 
 
@@ -99,6 +102,11 @@ def test_a_failed_or_stopped_build_reaches_a_person_with_where_to_look(synth: Sy
     bucket = f"{names.prefix}-image-logs-{environment.account}-{environment.region}"
     for needed in (failed["resources"][0], "FAILED", log_group, pipeline_group, f"s3://{bucket}/image-builder/"):
         assert needed in message, (needed, message)
+    assert f"ended FAILED at {failed['time']} while TESTING: {REASON}." in message
+    distributing = render(
+        environment.resolve(ref, target["InputTransformer"]), _event(environment, image, "FAILED", "DISTRIBUTING")
+    )
+    assert "while DISTRIBUTING" in distributing and "may have been distributed to some targets" in distributing
     assert {log_group, pipeline_group} <= _declared(environment, ref.stack, "AWS::Logs::LogGroup", "LogGroupName")
     assert bucket in _declared(environment, ref.stack, "AWS::S3::Bucket", "BucketName")
 

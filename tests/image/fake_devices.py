@@ -3,18 +3,22 @@
 
 from __future__ import annotations
 
+import functools
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from fake_tools import ROOT, fail, load, save
+from fake_tools import ROOT, compare, fail, load, save
 
-PERSISTENCE_DROPINS = ROOT / "etc/systemd/system/nvidia-persistenced.service.d"
+PERSISTENCED = ROOT / "etc/systemd/system/nvidia-persistenced.service"
 SIGNING_KEY = "fpr:::::::::0123456789ABCDEF0123456789ABCDEFD58167303B789C72:"
 
 
 def _persistence_on() -> bool:
-    return any("--persistence-mode" in p.read_text() for p in PERSISTENCE_DROPINS.glob("*.conf"))
+    """The daemon runs with --persistence-mode: the unit written in /etc, or a drop-in, says so."""
+    files = [PERSISTENCED, *PERSISTENCED.with_name(PERSISTENCED.name + ".d").glob("*.conf")]
+    return any(f.is_file() and "--persistence-mode" in f.read_text() for f in files)
 
 
 def nvidia_smi(args: list[str]) -> int:
@@ -45,6 +49,13 @@ def modinfo(args: list[str]) -> int:
     return fail(f"modinfo: ERROR: Module {module} not found.", 1)
 
 
+#: Ubuntu's packaged unit: persistence mode off, stopped when nothing needs it.
+PACKAGED_PERSISTENCED = (
+    "[Unit]\nStopWhenUnneeded=true\n[Service]\n"
+    "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose\n"
+)
+
+
 def systemctl(args: list[str]) -> int:
     state = load()
     verb, units = args[0], [a for a in args[1:] if not a.startswith("-")]
@@ -52,18 +63,32 @@ def systemctl(args: list[str]) -> int:
         enabled = set(state["enabled"])
         state["enabled"] = sorted(enabled | set(units) if verb == "enable" else enabled - set(units))
         save(state)
+    elif verb == "mask":
+        state["masked"] = sorted({*state["masked"], *units})
+        save(state)
+    elif verb == "is-enabled" and units[0] in state["masked"]:
+        print("masked")
+        return 1
     elif verb in ("is-enabled", "is-active"):
         return 0 if units[0] in state["enabled"] else 3
     elif verb == "cat":
-        if units[0] != "nvidia-persistenced.service" or not state["driver"]:
-            return fail(f"No files found for {units[0]}.", 1)
-        print("[Service]\nExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode")
-        for dropin in sorted(PERSISTENCE_DROPINS.glob("*.conf")):
-            print(dropin.read_text())
+        return _cat(state, units[0])
     elif verb == "add-wants":
         wants = ROOT / f"etc/systemd/system/{units[0]}.wants"
         wants.mkdir(parents=True, exist_ok=True)
         (wants / units[1]).write_text("")
+    return 0
+
+
+def _cat(state: dict, unit: str) -> int:
+    """The unit file (the administrator's in /etc/systemd/system before the packaged one), then its drop-ins."""
+    own = ROOT / f"etc/systemd/system/{unit}"
+    packaged = unit == "nvidia-persistenced.service" and state["driver"] and state["persistenced_unit"]
+    if not own.is_file() and not packaged:
+        return fail(f"No files found for {unit}.", 1)
+    print(own.read_text() if own.is_file() else PACKAGED_PERSISTENCED)
+    for dropin in sorted((ROOT / f"etc/systemd/system/{unit}.d").glob("*.conf")):
+        print(dropin.read_text())
     return 0
 
 
@@ -73,15 +98,31 @@ def lspci(args: list[str]) -> int:
     return 0
 
 
+SONAME = re.compile(r"lib[\w+-]+\.so\.\d+")
+
+
 def ldconfig(args: list[str]) -> int:
+    """``-p``: the linker's cache, folder by folder in the order of /etc/ld.so.conf.d (files sorted by name), a
+    soname link found in a folder listed first coming first; cuDNN and libefa as their packages install them."""
     if "-p" not in args:
         return 0
     state = load()
-    libraries = {f"libcudnn.so.{n[8]}" for n in state["installed"] if n.startswith("libcudnn") and n[8].isdigit()}
-    libraries |= {"libnccl.so.2"} if "libnccl2" in state["installed"] else set()
-    libraries |= {"libefa.so.1"} if state["efa"] else set()
-    for library in sorted(libraries):
-        print(f"\t{library} (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/{library}")
+    folders = [
+        line.strip()
+        for conf in sorted((ROOT / "etc/ld.so.conf.d").glob("*.conf"))
+        for line in conf.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    found = [
+        (f.name, f"{folder}/{f.name}") for folder in folders for f in sorted((ROOT / folder.lstrip("/")).glob("*"))
+    ]
+    system = "/usr/lib/x86_64-linux-gnu"
+    found += [(f"libcudnn.so.{n[8]}", "") for n in state["installed"] if n.startswith("libcudnn") and n[8].isdigit()]
+    found += [("libefa.so.1", "")] if state["efa"] else []
+    print(f"{len(found)} libs found in cache `/etc/ld.so.cache'")
+    for name, path in found:
+        if SONAME.fullmatch(name):
+            print(f"\t{name} (libc6,x86-64) => {path or f'{system}/{name}'}")
     return 0
 
 
@@ -91,7 +132,9 @@ def uname(args: list[str]) -> int:
 
 
 def linux_version(args: list[str]) -> int:
-    print(load()["kernel"] if args[0] == "list" else sys.stdin.read().strip())
+    """``list``: the installed kernels; ``sort``: stdin's kernel versions, oldest first (dpkg's order)."""
+    kernels = load()["kernels"] if args[0] == "list" else sys.stdin.read().split()
+    print("\n".join(sorted(kernels, key=functools.cmp_to_key(compare))))
     return 0
 
 
@@ -147,7 +190,6 @@ TOOLS: dict[str, Callable[[list[str]], int]] = {
     "ldconfig": ldconfig,
     "update-initramfs": _quiet,
     "update-alternatives": lambda args: 2,
-    "apt-mark": _quiet,
     "uname": uname,
     "linux-version": linux_version,
     "gpg": gpg,

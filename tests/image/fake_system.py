@@ -61,6 +61,8 @@ FOLDERS = (
     "etc/apt/preferences.d",
     "usr/share/keyrings",
     "etc/modprobe.d",
+    "etc/ld.so.conf.d",
+    "usr/lib/x86_64-linux-gnu",
     "usr/local",
     "var/tmp",
 )
@@ -69,7 +71,14 @@ FOLDERS = (
 @dataclass
 class Parent:
     """What the parent image carries: dpkg's packages, what the apt repositories offer (newest first), the loaded
-    NVIDIA driver (None: no driver), the EFA installer release and its plugin's Debian version (None: none)."""
+    NVIDIA driver (None: no driver), the EFA installer release and its plugin's Debian version (None: none).
+
+    Beside dpkg, the way the Deep Learning AMI carries them: ``cuda`` the CUDA toolkits under /usr/local that no
+    package owns (``MAJOR.MINOR`` -> what their version.json says), ``cuda_default`` the one /usr/local/cuda points at,
+    ``toolkit_nccl`` the NCCL a toolkit holds in its own lib/ (``MAJOR.MINOR`` -> NCCL version), ``ld_conf`` folders
+    the parent lists in /etc/ld.so.conf.d ahead of the system's. ``pending_kernel``: a newer kernel the repositories
+    offer, which unattended-upgrades installs the first time apt runs while its timer is live and the kernel is not
+    held. ``persistenced_unit``: the driver ships nvidia-persistenced.service (a runfile install does not)."""
 
     installed: dict[str, str]
     offered: dict[str, list[str]]
@@ -78,6 +87,12 @@ class Parent:
     os_release: tuple[str, str, str] = NODE_OS_RELEASE
     kernel: str = KERNEL
     gpus: int = 4
+    cuda: dict[str, str] = field(default_factory=dict)
+    cuda_default: str | None = None
+    toolkit_nccl: dict[str, str] = field(default_factory=dict)
+    ld_conf: tuple[str, ...] = ()
+    pending_kernel: str | None = None
+    persistenced_unit: bool = True
 
 
 @dataclass
@@ -113,19 +128,42 @@ class FakeSystem:
             "driver": self.parent.driver,
             "efa": None,
             "kernel": self.parent.kernel,
+            "kernels": [self.parent.kernel],
+            "pending_kernel": self.parent.pending_kernel,
+            "persistenced_unit": self.parent.persistenced_unit,
             "gpus": self.parent.gpus,
             "enabled": [],
+            "masked": [],
+            "held": [],
             "log": [],
         }
         for name, version in self.parent.installed.items():
             fake_tools.install(state, name, version, self.root)
         self.state.write_text(json.dumps(state))
+        self._lay_out_libraries()
         self.bin.mkdir()
         for tool in TOOLS:
             self._wrapper(tool, f'exec "{sys.executable}" -S "{HERE / "fake_tools.py"}" {tool} "$@"')
         self._wrapper("python3", f'exec "{sys.executable}" "$@"')
         if self.parent.efa:
             self._tool("fake-efa-install", *self.parent.efa)
+
+    def _lay_out_libraries(self) -> None:
+        """The system's library folder in the linker's configuration, and the parent's toolkits outside dpkg."""
+        conf = self.root / "etc/ld.so.conf.d"
+        (conf / "x86_64-linux-gnu.conf").write_text("# Multiarch support\n/usr/lib/x86_64-linux-gnu\n")
+        if self.parent.ld_conf:
+            (conf / "000_cuda.conf").write_text("".join(f"{folder}\n" for folder in self.parent.ld_conf))
+        for minor, version in self.parent.cuda.items():
+            toolkit = self.root / f"usr/local/cuda-{minor}"
+            fake_tools.nvcc(toolkit, minor, version)
+            (toolkit / "version.json").write_text(
+                json.dumps({"cuda": {"name": "CUDA SDK", "version": version}, "cuda_nvcc": {"version": version}})
+            )
+        for minor, version in self.parent.toolkit_nccl.items():
+            fake_tools.library(self.root / f"usr/local/cuda-{minor}/lib", "libnccl.so.2", version)
+        if self.parent.cuda_default:
+            (self.root / "usr/local/cuda").symlink_to(f"cuda-{self.parent.cuda_default}")
 
     @property
     def env(self) -> dict[str, str]:

@@ -93,10 +93,52 @@ def install(state: dict, name: str, version: str, root: Path = ROOT) -> None:
         state["installed"]["datacenter-gpu-manager-4-core"] = version
     if name.startswith("cuda-toolkit-"):
         release = name.removeprefix("cuda-toolkit-").replace("-", ".")
-        text = f"echo 'Cuda compilation tools, release {release}, V{upstream(version)}'"
-        _executable(root / f"usr/local/cuda-{release}/bin/nvcc", text)
+        nvcc(root / f"usr/local/cuda-{release}", release, upstream(version))
+        # NVIDIA's packages register /usr/local/cuda with update-alternatives (group "cuda", auto mode), which
+        # replaces a plain link there: modelled at its worst, the link moves to the toolkit just installed.
+        link = root / "usr/local/cuda"
+        if link.is_symlink() or not link.exists():
+            link.unlink(missing_ok=True)
+            link.symlink_to(f"cuda-{release}")
+    if name == "libnccl2":  # NVIDIA's package: /usr/lib/x86_64-linux-gnu/libnccl.so.2 -> libnccl.so.2.X.Y
+        library(root / "usr/lib/x86_64-linux-gnu", "libnccl.so.2", upstream(version))
+    if name.startswith("linux-image-") and name.endswith(state["kernel"].rsplit("-", 1)[1]) and name[12].isdigit():
+        state["kernels"] = sorted({*state.get("kernels", []), name.removeprefix("linux-image-")})
     if name == "amazon-cloudwatch-agent":
         _executable(root / "opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl", "exit 0")
+
+
+def nvcc(toolkit: Path, release: str, version: str) -> None:
+    """A toolkit's nvcc, answering --version as CUDA's does (release MAJOR.MINOR)."""
+    _executable(toolkit / "bin/nvcc", f"echo 'Cuda compilation tools, release {release}, V{version}'")
+
+
+def library(folder: Path, soname: str, version: str) -> None:
+    """``folder``/SONAME -> SONAME's file at ``version`` (libnccl.so.2 -> libnccl.so.2.30.7), an older one replaced."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = soname.rsplit(".so.", 1)[0]
+    for old in folder.glob(f"{stem}.so.*"):
+        old.unlink()
+    (folder / f"{stem}.so.{version}").write_text("")
+    (folder / soname).symlink_to(f"{stem}.so.{version}")
+
+
+def _unattended_upgrade(state: dict) -> None:
+    """apt-daily-upgrade.timer firing while apt runs: unattended-upgrades installs the pending kernel, unless its
+    timer is masked or the kernel metapackage is held (apt and unattended-upgrades leave a held package alone)."""
+    kernel = state.get("pending_kernel")
+    if not kernel or "apt-daily-upgrade.timer" in state["masked"] or "linux-image-aws" in state["held"]:
+        return
+    before = state["installed"].get("linux-image-aws")
+    state["log"].append(
+        {"tool": "unattended-upgrade", "package": f"linux-image-{kernel}", "version": kernel, "before": None}
+    )
+    install(state, f"linux-image-{kernel}", kernel)
+    state["installed"]["linux-image-aws"] = f"{kernel}-new"
+    state["log"].append(
+        {"tool": "unattended-upgrade", "package": "linux-image-aws", "version": "new", "before": before}
+    )
+    state["pending_kernel"] = None
 
 
 def _executable(path: Path, command: str) -> None:
@@ -107,6 +149,7 @@ def _executable(path: Path, command: str) -> None:
 
 def apt_get(args: list[str]) -> int:
     state = load()
+    _unattended_upgrade(state)
     if "install" not in args:
         for name in args[args.index("purge") + 1 :] if "purge" in args else []:
             if not name.startswith("-"):
@@ -130,6 +173,16 @@ def apt_get(args: list[str]) -> int:
     for name, version in wanted.items():
         install(state, name, version)
     save(state)
+    return 0
+
+
+def apt_mark(args: list[str]) -> int:
+    state = load()
+    if args[0] == "hold":
+        state["held"] = sorted({*state["held"], *args[1:]})
+        save(state)
+    elif args[0] == "showhold":
+        print("".join(f"{name}\n" for name in state["held"]), end="")
     return 0
 
 
@@ -180,5 +233,6 @@ def dpkg(args: list[str]) -> int:
 if __name__ == "__main__":
     from fake_devices import TOOLS as DEVICE_TOOLS
 
-    TOOLS = {"apt-get": apt_get, "apt-cache": apt_cache, "dpkg-query": dpkg_query, "dpkg": dpkg, **DEVICE_TOOLS}
+    TOOLS = {"apt-get": apt_get, "apt-cache": apt_cache, "apt-mark": apt_mark, "dpkg-query": dpkg_query, "dpkg": dpkg}
+    TOOLS.update(DEVICE_TOOLS)
     sys.exit(TOOLS[sys.argv[1]](sys.argv[2:]))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_constructs.image.image_component import MAX_INLINE_DATA, strip_leading_comments
 from tests.image.documents import (
     ACTION_MODULES,
     DOCUMENTS,
@@ -96,8 +97,11 @@ BUILD_COMPONENTS = sorted(set(DOCUMENTS) - TEST_COMPONENTS)
 def test_every_component_of_versions_py_has_a_document_and_back() -> None:
     assert set(DOCUMENTS) == set(versions.VERSION_PARAMETERS) == set(versions.OTHER_PARAMETERS)
     assert sorted(versions.RECIPE_ORDER) == ALL
-    assert versions.RECIPE_ORDER[0] == "nvidia-driver", "the driver (and its reboot) comes first"
+    assert versions.RECIPE_ORDER[0] == "os-updates", "automatic updates stop before any component runs apt"
+    assert versions.RECIPE_ORDER[1:3] == ("nvidia-driver", "nvidia-services"), "the driver (and its reboot) next"
     assert versions.RECIPE_ORDER[-1] == "gpu-validation"
+    # "Recipes ... can have a maximum of 20 build and test components" (Image Builder API reference, ImageRecipe).
+    assert len(versions.RECIPE_ORDER) <= 20
     for name in ALL:
         assert versions.component_path(name) == DOCUMENTS[name]
 
@@ -135,11 +139,26 @@ def test_every_step_uses_a_real_linux_action_module_and_is_uniquely_named(name: 
             assert "inputs" in step, f"{step['name']} has no inputs"
 
 
-def test_the_driver_component_reboots_after_installing_and_before_validating() -> None:
-    build = next(phase for phase in load("nvidia-driver")["phases"] if phase["name"] == "build")
-    actions = [step["action"] for step in build["steps"]]
-    assert actions[-1] == "Reboot"
-    assert actions.index("Reboot") > [step["name"] for step in build["steps"]].index("InstallNvidiaDriver")
+def test_the_driver_is_rebooted_into_after_its_install_and_its_services_and_before_anything_else() -> None:
+    """Build phases run in recipe order, then the validate phases: one reboot, the last build step of the driver's
+    services, which come right after the driver; no other component reboots."""
+
+    def build_actions(name: str) -> list[str]:
+        phase = next((phase for phase in load(name)["phases"] if phase["name"] == "build"), {"steps": []})
+        return [step["action"] for step in phase["steps"]]
+
+    rebooting = [name for name in versions.RECIPE_ORDER if "Reboot" in build_actions(name)]
+    assert rebooting == ["nvidia-services"] and build_actions("nvidia-services")[-1] == "Reboot"
+    order = versions.RECIPE_ORDER
+    assert order.index("nvidia-services") == order.index("nvidia-driver") + 1
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_document_fits_the_inline_limit_the_stack_enforces_at_synth(name: str) -> None:
+    """CloudFormation holds AWS::ImageBuilder::Component Data to 16,000 characters: the document as the image stack
+    sends it (includes expanded, the opening comments left out) must fit, with room for the next edit."""
+    data = strip_leading_comments(versions.document(name))
+    assert len(data) <= MAX_INLINE_DATA, f"{name}: {len(data)} characters; move logic to another component"
 
 
 @pytest.mark.parametrize("name", ALL)

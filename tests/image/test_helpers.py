@@ -25,7 +25,7 @@ from tests.image.documents import (
 
 DEFINITION = re.compile(r"^(?P<name>[a-z_]+)\(\) \{$", re.MULTILINE)
 #: Components that install from apt repositories named by the OS: each checks the OS first.
-OS_CHECKED = {"nvidia-driver", "cuda-toolkit", "efa", "dcgm", "lustre-client"}
+OS_CHECKED = {"nvidia-driver", "cuda-toolkit", "cuda-libraries", "efa", "dcgm", "lustre-client"}
 
 
 def helper_functions() -> dict[str, str]:
@@ -52,6 +52,9 @@ def test_every_step_gets_the_helpers_it_calls_before_it_calls_them() -> None:
         "recorded",
         "adopted",
         "install_at",
+        "toolkit_version",
+        "loaded_library",
+        "kernel_packages",
     } <= set(functions)
     for name, path in DOCUMENTS.items():
         raw = path.read_text()

@@ -27,8 +27,20 @@ PARAMETERS = {
     "ExpectedGpuCount": "4",
     "ExpectEfa": "true",
 }
-BUILT = ("nvidia-driver", "cuda-toolkit", "efa", "dcgm", "lustre-client", "cloudwatch-agent")
-TESTED = {"nvidia-driver": (), "dcgm": (), "efa": (), "gpu-validation": ("CheckEfa",)}
+BUILT = (
+    "os-updates",
+    "nvidia-driver",
+    "nvidia-services",
+    "cuda-toolkit",
+    "cuda-libraries",
+    "efa",
+    "dcgm",
+    "lustre-client",
+    "cloudwatch-agent",
+)
+TESTED = {"nvidia-services": (), "dcgm": (), "efa": (), "gpu-validation": ("CheckEfa",)}
+DRIVER = ("nvidia-driver", "nvidia-services")
+CUDA = ("cuda-toolkit", "cuda-libraries")
 LUSTRE = f"lustre-client-modules-{KERNEL}"
 OTHER_LUSTRE = "lustre-client-modules-6.8.0-1010-aws"  # the modules of a kernel the parent booted before
 DCGM = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda13")
@@ -178,8 +190,12 @@ def test_every_step_succeeds_records_what_the_image_carries_and_never_downgrades
     assert downgrades(state) == []
     assert pins_below_installed(system.root, state) == []
     carried = {key: value for key, value in PARAMETERS.items() if key in system.recorded()}
-    assert system.recorded() == {**carried, **kept, "Kernel": KERNEL}
-    assert set(system.recorded()) == {*DEFAULT_VERSIONS, "Kernel"} - {"TorchVersion", "TorchvisionVersion"}
+    cuda = {**carried, **kept}["CudaVersion"]  # no parent here makes a newer toolkit the default
+    assert system.recorded() == {**carried, **kept, "CudaDefault": cuda, "Kernel": KERNEL}
+    assert set(system.recorded()) == {*DEFAULT_VERSIONS, "CudaDefault", "Kernel"} - {
+        "TorchVersion",
+        "TorchvisionVersion",
+    }
     os_id, version, codename = NODE_OS_RELEASE  # the repositories of the image's OS (scripts/node/layout.py NODE_OS)
     lists = "".join(path.read_text() for path in (system.root / "etc/apt/sources.list.d").iterdir())
     assert f"/compute/cuda/repos/{os_id}{version.replace('.', '')}/x86_64/ /" in lists
@@ -188,8 +204,9 @@ def test_every_step_succeeds_records_what_the_image_carries_and_never_downgrades
 
 def test_a_parent_without_a_driver_gets_the_pinned_driver_and_fabric_manager(tmp_path: Path) -> None:
     system = FakeSystem(tmp_path, Parent(installed={}, offered=REPOSITORY))
-    for result in system.run("nvidia-driver", ("build", "validate", "test"), PARAMETERS):
-        assert result.returncode == 0, _fail_message(result)
+    for name in DRIVER:
+        for result in system.run(name, ("build", "validate", "test"), PARAMETERS):
+            assert result.returncode == 0, _fail_message(result)
     installs = {(call["package"], call["version"]) for call in system.snapshot()["log"]}
     assert {("nvidia-driver-595-open", "595.91.07-1"), ("nvidia-fabricmanager-595", "595.91.07-1")} <= installs
     assert system.recorded() == {"NvidiaDriverVersion": "595.91.07"}
@@ -228,14 +245,15 @@ def test_a_parent_of_another_os_is_refused_before_anything_is_installed(tmp_path
 )
 def test_nccl_is_taken_for_the_toolkits_cuda(tmp_path: Path, offered: list[str], expected: str) -> None:
     system = FakeSystem(tmp_path, Parent(installed={}, offered={**REPOSITORY, **offering(NCCL, offered)}))
-    for result in system.run("cuda-toolkit", ("build",), PARAMETERS):
-        assert result.returncode == 0, _fail_message(result)
+    for name in CUDA:
+        for result in system.run(name, ("build",), PARAMETERS):
+            assert result.returncode == 0, _fail_message(result)
     assert {p: system.snapshot()["installed"][p] for p in NCCL} == dict.fromkeys(NCCL, expected)
 
 
 def test_nccl_for_another_cuda_major_is_refused(tmp_path: Path) -> None:
     system = FakeSystem(tmp_path, Parent(installed={}, offered={**REPOSITORY, **offering(NCCL, ["2.30.7-1+cuda12.9"])}))
-    failed = system.run("cuda-toolkit", ("build",), PARAMETERS)[-1]
+    failed = [result for name in CUDA for result in system.run(name, ("build",), PARAMETERS)][-1]
     assert failed.returncode != 0
     assert "apt offers no libnccl2 2.30.7 built for CUDA 13" in failed.stderr
     assert "libnccl2" not in system.snapshot()["installed"]
