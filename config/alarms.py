@@ -24,7 +24,9 @@ def _t(threshold: float, period_minutes: int, evaluation_periods: int) -> Thresh
 class Alarms(Strict):
     """Defaults: GPU utilization above 95 % for 10 minutes (warning); GPU temperature above
     85 °C (critical); GPU idle below 30 % for 30 minutes (cost); any failed GPU health check; any
-    platform unit down on a node over 10 minutes (the health check runs every 5 or so); any Spot interruption notice; in-service plus pending below desired for 15 minutes (the
+    platform unit down on a node over 10 minutes (the health check runs every 5 or so); fewer health-check results
+    than instances in service, for 2 periods of 20 minutes (a node reports at least once in 20: gpu-health is dead or
+    cannot publish somewhere); any Spot interruption notice; in-service plus pending below desired for 15 minutes (the
     same threshold and period, for longer than the launch hook's timeout, without pending); FSx free
     capacity below 10 %; FSx throughput above 80 % of the file system's for 15 minutes;
     any security-relevant API change (IAM policy, security group, CloudTrail)."""
@@ -34,6 +36,7 @@ class Alarms(Strict):
     gpu_idle: Threshold = _t(30, 5, 6)
     health_check_failures: Threshold = _t(1, 5, 1)
     platform_units_down: Threshold = _t(1, 10, 1)
+    health_data_missing: Threshold = _t(1, 20, 2)
     spot_interruptions: Threshold = _t(1, 5, 1)
     capacity_shortfall: Threshold = _t(1, 5, 3)
     fsx_free_capacity_percent: Threshold = _t(10, 5, 3)

@@ -17,8 +17,10 @@ from config.base import Strict
 #: test keeps both equal). NVIDIA's dcgmi diag reference gives level 1 "seconds", 2 "approximately two
 #: minutes", 3 "approximately 15 minutes", 4 "extended, longer-running" (no figure): the budgets leave room.
 DCGM_LEVEL_SECONDS = {1: 180, 2: 600, 3: 2700, 4: 4500}
-#: The bootstrap without DCGM, worst case: the Lustre mount alone may take 20 minutes (lustre-mount.service's
-#: TimeoutStartSec), plus agent, units, scratch, EFA, the other checks and Docker (scripts/node/README.md).
+#: The bootstrap without DCGM, worst case: the Lustre mount alone may take 24 minutes (lustre-mount.service's
+#: TimeoutStartSec: the mount's 20, and on the bootstrap AMI the client's install), the scratch step up to 2 more
+#: (waiting for the image's instance-store unit), plus agent, units and their settle time, EFA, the other checks
+#: and Docker (scripts/node/README.md).
 BOOTSTRAP_SECONDS = 2400
 #: PutLifecycleHook's HeartbeatTimeout range is 30 to 7200 seconds.
 MAX_HOOK_TIMEOUT_SECONDS = 7200

@@ -18,6 +18,8 @@ HEALTH_METRIC = "GpuHealthCheckFailed"
 UNITS_DOWN_METRIC = "PlatformUnitsDown"
 #: Nodes short of desired for longer than the launch hook holds a launch.
 LAUNCH_STALLED = "launch-stalled"
+#: Fewer health-check results than instances in service: gpu-health dead (or unable to publish) on some node.
+HEALTH_DATA_MISSING = "health-data-missing"
 #: Auto Scaling group metrics (AWS/AutoScaling) by the id the alarm expressions give them.
 GROUP_METRICS = {
     "desired": "GroupDesiredCapacity",
@@ -50,8 +52,9 @@ def _group_metrics(asg: dict[str, str], every: Duration) -> Callable[..., dict[s
 
 class FleetAlarms(Construct):
     """Utilization high (warning), temperature (critical), idle (cost), health-check failures,
-    a platform unit down on a node (warning), capacity shortfall, stalled launches, and the composite
-    "fleet unhealthy" (health, shortfall, stalled launches or temperature).
+    a platform unit down on a node (warning), health-check results missing from nodes in service (warning),
+    capacity shortfall, stalled launches, and the composite "fleet unhealthy" (health, shortfall, stalled
+    launches or temperature).
 
     Attributes:
         alarms (name -> alarm), unhealthy (the composite alarm).
@@ -150,6 +153,48 @@ class FleetAlarms(Construct):
                 period=period(t.platform_units_down),
             ),
             threshold=t.platform_units_down,
+            comparison=AT_LEAST,
+        )
+        # gpu-health itself dead (or unable to publish: no boto3, no permission) on a node in service: no health
+        # check, no PlatformUnitsDown (it is what counts the units), and the alarms above see missing data, which is
+        # not breaching. Every node in service publishes GpuHealthCheckFailed at each check (the timer starts one
+        # 5 minutes after the last ended, 10 minutes after boot at first; a check publishes within its DCGM level-1
+        # budget, 3 minutes), so over a period of 20 minutes each node that was in service all along (the group's
+        # Minimum) sends at least one result. The metric has no per-node dimension, so results are counted, not nodes:
+        # fewer results than such nodes means at least one of them sent none (never a false alarm); a dead check
+        # among many healthy ones, each sending 2 or 3, may hide. No result at all (FILL) is 0: every node silent.
+        # Launching nodes publish at their bootstrap's check too, which only adds results.
+        missing = t.health_data_missing
+        add(
+            HEALTH_DATA_MISSING,
+            description=(
+                f"WARNING {fleet_name}: fewer GPU health-check results than instances in service over "
+                f"{missing.period_minutes} minutes: gpu-health.timer/service is dead or cannot publish on a node "
+                "(no health check, no unit count there); see the node's gpu-health.log and `systemctl status "
+                "gpu-health.service`"
+            ),
+            metric=cloudwatch.MathExpression(
+                expression="inservice - FILL(results, 0)",
+                using_metrics={
+                    "inservice": cloudwatch.Metric(
+                        namespace="AWS/AutoScaling",
+                        metric_name=GROUP_METRICS["inservice"],
+                        dimensions_map=asg,
+                        statistic="Minimum",
+                        period=period(missing),
+                    ),
+                    "results": cloudwatch.Metric(
+                        namespace=namespace,
+                        metric_name=HEALTH_METRIC,
+                        dimensions_map=asg,
+                        statistic="SampleCount",
+                        period=period(missing),
+                    ),
+                },
+                label="instances in service all period less health-check results",
+                period=period(missing),
+            ),
+            threshold=missing,
             comparison=AT_LEAST,
         )
         # Launching nodes are Pending (Pending:Wait while the launch hook holds them for their GPU

@@ -94,8 +94,21 @@ confirm_units() {
   log "$* active, not restarted, ${UNIT_SETTLE_S} s after the start"
 }
 
+# The services' Python must import boto3: lifecycle-watcher.service completes the termination hook with it (only
+# when the node leaves, so a missing boto3 would show first at a scale-in), gpu-health publishes with it. The golden
+# AMI installs it (node-runtime component); the public Deep Learning AMI may not have it for /usr/bin/python3.
+check_boto3() {
+  local out
+  if out="$("$PYTHON_BIN" -c 'import boto3' 2>&1)"; then
+    return 0
+  fi
+  log "${PYTHON_BIN} cannot import boto3 ($(tail -n 1 <<<"$out")): the termination hook and the health metrics need it; fix: launch the golden AMI (its node-runtime component installs python3-boto3) or an image whose ${PYTHON_BIN} has boto3 (apt-get install python3-boto3)"
+  return 1
+}
+
 step_units() {
   local unit target copied=0
+  check_boto3 || return 1
   mkdir -p -- "$SYSTEMD_UNIT_DIR" || return 1
   for unit in "$NODE_DIR"/systemd/*.service "$NODE_DIR"/systemd/*.timer; do
     [[ -f "$unit" ]] || continue
@@ -117,13 +130,29 @@ step_units() {
   confirm_units "$LIFECYCLE_WATCHER_UNIT"
 }
 
+# Exit status of mount-lustre.sh when the image has no Lustre client and none could be installed.
+readonly LUSTRE_NO_CLIENT=69
+
+# The file system is mounted (lustre-mount.service), or the launch fails; except on an image that is not the golden
+# AMI (no IMAGE_VERSIONS_FILE) and has no Lustre client that mount-lustre.sh could install: abandoning there would
+# only launch the same image again, for ever, on the first deploy before the golden AMI exists. Such a node goes in
+# service without the file system, and this log says so in one WARNING line.
 step_lustre() {
   run_logged "$SYSTEMCTL_BIN" enable "$LUSTRE_UNIT" || return 1
-  if ! run_logged "$SYSTEMCTL_BIN" start "$LUSTRE_UNIT"; then
-    log "${LUSTRE_UNIT} failed to mount ${CONF[FSX_DNS_NAME]}@tcp:/${CONF[FSX_MOUNT_NAME]} at ${CONF[FSX_MOUNT_POINT]}"
-    run_logged "$SYSTEMCTL_BIN" status --no-pager --lines=20 "$LUSTRE_UNIT" || true
-    return 1
+  if run_logged "$SYSTEMCTL_BIN" start "$LUSTRE_UNIT"; then
+    return 0
   fi
+  local target="${CONF[FSX_DNS_NAME]}@tcp:/${CONF[FSX_MOUNT_NAME]} at ${CONF[FSX_MOUNT_POINT]}" status=""
+  log "${LUSTRE_UNIT} failed to mount ${target}"
+  run_logged "$SYSTEMCTL_BIN" status --no-pager --lines=20 "$LUSTRE_UNIT" || true
+  if capture "$SYSTEMCTL_BIN" show --property=ExecMainStatus "$LUSTRE_UNIT"; then
+    status="$(sed -n 's/^ExecMainStatus=//p' <<<"$CAPTURED")"
+  fi
+  if [[ "$status" == "$LUSTRE_NO_CLIENT" && ! -e "$IMAGE_VERSIONS_FILE" ]]; then
+    log "WARNING: no Lustre client on this image (not the golden AMI: no ${IMAGE_VERSIONS_FILE}) and none could be installed: the node goes in service WITHOUT ${CONF[FSX_MOUNT_POINT]} (no shared data, no checkpoints there; jobs that need it fail); fix: launch the golden AMI, which carries the client"
+    return 0
+  fi
+  return 1
 }
 
 step_containers() {

@@ -12,11 +12,13 @@
 #                     unless EFA_ENABLED) written to node.env for gpu-health.service
 #   cloudwatch-agent  amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s -c file:<config>; early,
 #                     so that the log of a node that fails a later step still reaches CloudWatch
-#   units             copy systemd/* to /etc/systemd/system, daemon-reload, enable --now
+#   units             PYTHON_BIN must import boto3 (one line naming the fix if not); copy systemd/* to
+#                     /etc/systemd/system, daemon-reload, enable --now
 #                     lifecycle-watcher.service (a node terminated while launching still gets its
 #                     termination hook completed), which must stay up (below)
 #   scratch           mount-scratch.sh: NVMe instance store (the image's mount of it bound at /scratch
-#                     when the image mounted it, else RAID 0 over several disks) or else the launch
+#                     when the image mounted it, once its unit, e.g. the DLAMI's dlami-nvme.service, is
+#                     done with the disks; else RAID 0 over several disks) or else the launch
 #                     template's scratch EBS volume, formatted only when it holds no file system,
 #                     mounted at /scratch (mode 1777, fstab nofail); no such device: skipped
 #   efa               EFA_ENABLED=true only: efa-node.env + /etc/profile.d/gpu-platform-nccl.sh
@@ -26,7 +28,9 @@
 #                     the fleet's DCGM level (HEALTH_DCGM_LEVEL, 1), HEALTH_DCGM (auto) and
 #                     HEALTH_EXTRA_FATAL_XIDS; on EFA fleets also the EFA devices (as many as the type
 #                     has), libfabric's efa provider and NCCL's OFI plugin (--efa-devices N)
-#   lustre            systemctl enable + start lustre-mount.service (blocks until mounted or failed)
+#   lustre            systemctl enable + start lustre-mount.service (blocks until mounted or failed); on an
+#                     image that is not the golden AMI (no IMAGE_VERSIONS_FILE) with no Lustre client and none
+#                     that mount-lustre.sh could install (status 69): a WARNING line, and no file system
 #   containers        CONTAINERS_ENABLED=true only: systemctl enable --now docker.service
 #   services          systemctl enable --now gpu-health.timer spot-watcher.service; both must stay up
 #   service           only where the user data wrote /etc/gpu-platform/service.json (a served fleet):
@@ -55,6 +59,7 @@
 # IMDS_URL [http://169.254.169.254], PYTHON_BIN [/usr/bin/python3], SYSTEMCTL_BIN [systemctl],
 # SERVICE_FILE [/etc/gpu-platform/service.json], SERVICE_WAIT_INTERVAL_S [2], UNIT_SETTLE_S [5],
 # JOURNALCTL_BIN [journalctl], UNIT_LOG_ROOT [empty: a folder the units' log files are read under],
+# IMAGE_VERSIONS_FILE [/opt/gpu-platform/image-versions.json: present on the golden AMI only],
 # FI_INFO_BIN [/opt/amazon/efa/bin/fi_info], CLOUDWATCH_AGENT_CTL [the agent's ctl under
 # /opt/aws/amazon-cloudwatch-agent/bin], GPU_HEALTH_ARGS (extra gpu_health.py flags, split on
 # spaces), LOG_FLUSH_WAIT_S [10: seconds given to the agent to ship the log before ABANDON]; the
@@ -89,6 +94,7 @@ readonly SERVICE_WAIT_INTERVAL_S="${SERVICE_WAIT_INTERVAL_S:-2}"
 readonly UNIT_SETTLE_S="${UNIT_SETTLE_S:-5}"
 readonly JOURNALCTL_BIN="${JOURNALCTL_BIN:-journalctl}"
 readonly UNIT_LOG_ROOT="${UNIT_LOG_ROOT:-}"
+readonly IMAGE_VERSIONS_FILE="${IMAGE_VERSIONS_FILE:-/opt/gpu-platform/image-versions.json}"
 
 readonly STEPS=(config identity instance-type cloudwatch-agent units scratch efa gpu-health lustre containers services
   service)

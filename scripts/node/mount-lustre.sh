@@ -16,14 +16,34 @@
 #                                             (default 60; 0: no limit)
 #   MOUNT_BIN                 mount program (default mount); tests put a fake one here
 #   PROC_MOUNTS               mount table read to decide "already mounted" (default /proc/mounts)
+#   MOUNT_LUSTRE_BIN          the Lustre client's mount helper (default mount.lustre, looked up on PATH
+#                             and /sbin, /usr/sbin); checked when MOUNT_BIN is mount, or when given
 # --print-only validates, prints the mount command that would run and exits; it needs no root.
 #
+# No Lustre client (no mount.lustre): the golden AMI carries one at the pinned version (its lustre-client
+# component; the image records it in IMAGE_VERSIONS_FILE, /opt/gpu-platform/image-versions.json), so there its
+# absence is a broken image: exit 69. Any other image (the public Deep Learning AMI the fleets launch until the
+# first golden AMI exists; nothing says it ships the FSx client) gets it installed here, as AWS's FSx guide does
+# it: AWS's FSx Lustre apt repository (its key, dearmored, signs it), the suite of the OS's codename, and the
+# module package of the running kernel, lustre-client-modules-$(uname -r) (its utilities come with it). Bounded:
+# the key KEY_TIMEOUT_S, the repository's index UPDATE_TIMEOUT_S (only that repository is refreshed), the install
+# INSTALL_TIMEOUT_S. A node with no route to the repository, or a kernel it has no module for, exits 69 (the
+# bootstrap then goes on without the file system on such an image, and says so). FSX_CLIENT_INSTALL=off: never
+# install. Tests move the rest: IMAGE_VERSIONS_FILE, KERNEL_RELEASE, OS_RELEASE [/etc/os-release], APT_GET_BIN,
+# CURL_BIN, GPG_BIN, FSX_APT_KEYRING [/usr/share/keyrings/fsx-ubuntu-public-key.gpg], FSX_APT_LIST
+# [/etc/apt/sources.list.d/fsxlustreclientrepo.list].
+#
 # Exit status: 0 mounted (or already mounted); 64 bad or missing input; 69 no Lustre client
-# (mount.lustre) installed; 73 the mount point cannot be created; 75 every attempt failed;
-# 78 something other than this file system is already mounted at the mount point.
+# (mount.lustre) installed, and none could be installed; 73 the mount point cannot be created; 75 every
+# attempt failed; 78 something other than this file system is already mounted at the mount point.
 set -euo pipefail
 
 readonly EX_USAGE=64 EX_UNAVAILABLE=69 EX_CANTCREAT=73 EX_TEMPFAIL=75 EX_CONFIG=78
+# AWS's FSx for Lustre client repository for Ubuntu and the key that signs it (the image's lustre-client component
+# uses the same two).
+readonly FSX_REPO_URL="https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu"
+readonly FSX_KEY_URL="https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc"
+readonly KEY_TIMEOUT_S=30 UPDATE_TIMEOUT_S=60 INSTALL_TIMEOUT_S=180
 # The options AWS documents for FSx for Lustre clients: relatime keeps atime cheap, flock
 # gives file locks that are coherent across all clients.
 readonly MOUNT_OPTIONS="relatime,flock"
@@ -37,6 +57,14 @@ retry_delay_max="${FSX_MOUNT_RETRY_DELAY_MAX:-60}"
 attempt_timeout="${FSX_MOUNT_ATTEMPT_TIMEOUT:-60}"
 mount_bin="${MOUNT_BIN:-mount}"
 proc_mounts="${PROC_MOUNTS:-/proc/mounts}"
+lustre_helper="${MOUNT_LUSTRE_BIN:-mount.lustre}"
+image_versions="${IMAGE_VERSIONS_FILE:-/opt/gpu-platform/image-versions.json}"
+client_install="${FSX_CLIENT_INSTALL:-auto}"
+apt_get="${APT_GET_BIN:-apt-get}"
+curl_bin="${CURL_BIN:-curl}"
+gpg_bin="${GPG_BIN:-gpg}"
+apt_keyring="${FSX_APT_KEYRING:-/usr/share/keyrings/fsx-ubuntu-public-key.gpg}"
+apt_list="${FSX_APT_LIST:-/etc/apt/sources.list.d/fsxlustreclientrepo.list}"
 print_only=0
 # What an error message calls each input: the variable, or the flag when one was given.
 dns_label=FSX_DNS_NAME mount_name_label=FSX_MOUNT_NAME mount_point_label=FSX_MOUNT_POINT
@@ -119,6 +147,10 @@ validate() {
     log "${retries_label} '${retries}' must be a whole number of attempts, 1 or more"
     bad=1
   fi
+  if [[ "$client_install" != auto && "$client_install" != off ]]; then
+    log "FSX_CLIENT_INSTALL '${client_install}' must be auto or off"
+    bad=1
+  fi
   local name value
   for name in retry_delay retry_delay_max attempt_timeout; do
     value="${!name}"
@@ -171,7 +203,61 @@ one_line() {
 }
 
 lustre_client_installed() {
-  PATH="${PATH}:/sbin:/usr/sbin" command -v mount.lustre >/dev/null 2>&1
+  PATH="${PATH}:/sbin:/usr/sbin" command -v "$lustre_helper" >/dev/null 2>&1
+}
+
+# The client from AWS's repository (see the header); on failure INSTALL_ERROR says what went wrong.
+install_lustre_client() {
+  local kernel="${KERNEL_RELEASE:-$(uname -r)}" codename output
+  local package="lustre-client-modules-${kernel}"
+  codename="$(sed -n -E 's/^VERSION_CODENAME="?([a-z]+)"?$/\1/p' "${OS_RELEASE:-/etc/os-release}" 2>/dev/null)" || codename=""
+  if [[ -z "$codename" ]]; then
+    INSTALL_ERROR="no VERSION_CODENAME in ${OS_RELEASE:-/etc/os-release}"
+    return 1
+  fi
+  log "no Lustre client on this image (not the golden AMI): installing ${package} from ${FSX_REPO_URL} ${codename}"
+  mkdir -p -- "$(dirname -- "$apt_keyring")" "$(dirname -- "$apt_list")" 2>/dev/null || true
+  if ! output="$(timeout "$KEY_TIMEOUT_S" "$curl_bin" -fsSL --retry 2 -o "${apt_keyring}.asc" "$FSX_KEY_URL" 2>&1 &&
+    "$gpg_bin" --dearmor --yes -o "$apt_keyring" "${apt_keyring}.asc" 2>&1)"; then
+    rm -f -- "${apt_keyring}.asc"
+    INSTALL_ERROR="cannot fetch the repository's key ${FSX_KEY_URL}$(one_line "$output")"
+    return 1
+  fi
+  rm -f -- "${apt_keyring}.asc"
+  chmod 0644 -- "$apt_keyring" 2>/dev/null || true
+  printf 'deb [signed-by=%s] %s %s main\n' "$apt_keyring" "$FSX_REPO_URL" "$codename" >"$apt_list"
+  # This repository's index only: another that the node cannot reach must not fail or stall the install.
+  if ! output="$(timeout "$UPDATE_TIMEOUT_S" "$apt_get" -o DPkg::Lock::Timeout=30 -o "Dir::Etc::sourcelist=${apt_list}" \
+    -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0 update 2>&1)"; then
+    INSTALL_ERROR="apt-get update of ${FSX_REPO_URL} failed$(one_line "$output")"
+    return 1
+  fi
+  if ! output="$(DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT_S" "$apt_get" -o DPkg::Lock::Timeout=30 \
+    install -y --no-install-recommends "$package" 2>&1)"; then
+    INSTALL_ERROR="apt-get install ${package} failed$(one_line "$output")"
+    return 1
+  fi
+  if ! lustre_client_installed; then
+    INSTALL_ERROR="${package} is installed but there is still no ${lustre_helper}"
+    return 1
+  fi
+  log "installed ${package}"
+}
+
+# Exit 69 unless a Lustre client is there, or could be installed (see the header).
+require_lustre_client() {
+  if [[ "$mount_bin" != mount && -z "${MOUNT_LUSTRE_BIN:-}" ]] || lustre_client_installed; then
+    return 0
+  fi
+  if [[ -e "$image_versions" ]]; then
+    die "$EX_UNAVAILABLE" "no Lustre client: ${lustre_helper} is not installed, but this is the golden AMI (${image_versions}), which must carry it; fix: rebuild the image (its lustre-client component)"
+  fi
+  if [[ "$client_install" == off ]]; then
+    die "$EX_UNAVAILABLE" "no Lustre client: ${lustre_helper} is not installed (FSX_CLIENT_INSTALL=off); fix: launch the golden AMI, which carries it"
+  fi
+  INSTALL_ERROR=""
+  install_lustre_client ||
+    die "$EX_UNAVAILABLE" "no Lustre client: ${lustre_helper} is not installed and installing it failed: ${INSTALL_ERROR}; fix: launch the golden AMI (it carries the client), or let the nodes reach ${FSX_REPO_URL}"
 }
 
 main() {
@@ -196,9 +282,7 @@ main() {
     die "$EX_CONFIG" "${mount_point} already has a ${current##* } mount of ${current%% *}; expected lustre ${device}"
   fi
 
-  if [[ "$mount_bin" == mount ]] && ! lustre_client_installed; then
-    die "$EX_UNAVAILABLE" "no Lustre client: mount.lustre is not installed (the AMI needs the lustre-client package)"
-  fi
+  require_lustre_client
   mkdir -p -- "$mount_point" 2>/dev/null || die "$EX_CANTCREAT" "cannot create the mount point ${mount_point}"
 
   local limit="of ${attempt_timeout} s at most"

@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
 # Give a GPU node its local scratch file system at /scratch; the bootstrap's `scratch` step runs this.
 #
+# The image's own instance store unit first: the Deep Learning AMI's dlami-nvme.service (Type=oneshot, started
+# at boot beside cloud-init, not ordered before it) stripes the instance store disks into one LVM volume and
+# mounts it at /opt/dlami/nvme. While it runs, the disks may still look blank, and building an array of ours over
+# them would race it. So where the node has instance store disks and the image has that unit (IMAGE_STORE_UNIT),
+# this waits, up to IMAGE_STORE_WAIT_S seconds, while the unit is activating (or enabled and not started yet
+# this boot), then looks at the disks again. Still activating then: exit 1 without touching the disks (the
+# bootstrap abandons; the log names the unit). A unit that ended without mounting leaves the disks to 1. below.
+#
 # Which device:
 #   0. NVMe instance store that the image mounted before the bootstrap ran (the Deep Learning AMI mounts
 #      it at /opt/dlami/nvme): an instance store disk, or an array or partition on one, mounted anywhere
@@ -29,10 +37,12 @@
 # Overridable (defaults in brackets): SCRATCH_MOUNT_POINT [/scratch], SCRATCH_EBS_DEVICE [/dev/sdb],
 # SCRATCH_RAID_DEVICE [/dev/md/gpu-scratch], FSTAB [/etc/fstab], PROC_MOUNTS [/proc/mounts],
 # LSBLK_BIN [lsblk], BLKID_BIN [blkid], MKFS_BIN [mkfs.xfs], MOUNT_BIN [mount], MDADM_BIN [mdadm],
-# NVME_BIN [nvme].
+# NVME_BIN [nvme], SYSTEMCTL_BIN [systemctl], IMAGE_STORE_UNIT [dlami-nvme.service; empty: no wait],
+# IMAGE_STORE_WAIT_S [120], IMAGE_STORE_POLL_S [2].
 #
 # Exit status: 0 mounted (or bound), already mounted, or no scratch device; 1 a present device could not
-# be assembled, formatted, mounted or bound (the bootstrap then abandons the launch).
+# be assembled, formatted, mounted or bound, or the image's unit still had the instance store (the bootstrap
+# then abandons the launch).
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then  # the comment above is the usage; run nothing
     sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
     exit 0
@@ -50,6 +60,10 @@ readonly MKFS_BIN="${MKFS_BIN:-mkfs.xfs}"
 readonly MOUNT_BIN="${MOUNT_BIN:-mount}"
 readonly MDADM_BIN="${MDADM_BIN:-mdadm}"
 readonly NVME_BIN="${NVME_BIN:-nvme}"
+readonly SYSTEMCTL_BIN="${SYSTEMCTL_BIN:-systemctl}"
+readonly IMAGE_STORE_UNIT="${IMAGE_STORE_UNIT-dlami-nvme.service}"
+readonly IMAGE_STORE_WAIT_S="${IMAGE_STORE_WAIT_S:-120}"
+readonly IMAGE_STORE_POLL_S="${IMAGE_STORE_POLL_S:-2}"
 readonly LABEL=gpu-scratch
 readonly FSTAB_OPTIONS="defaults,noatime,nofail,x-systemd.device-timeout=30s"
 readonly INSTANCE_STORE_MODEL="Amazon EC2 NVMe Instance Storage"
@@ -80,6 +94,7 @@ field() {
 
 read_devices() {
   local listing line name type parent
+  MODEL=() FSTYPE=() MOUNTED=() CHILDREN=() ARRAY_OF=() MOUNTED_CHILD=() DISKS=()
   listing="$("$LSBLK_BIN" -p -n -P -o NAME,TYPE,PKNAME,MODEL,SERIAL,FSTYPE,MOUNTPOINT)" || fail "lsblk failed"
   while IFS= read -r line; do
     [[ -n "$line" ]] || continue
@@ -98,6 +113,64 @@ read_devices() {
       FSTYPE["$name"]="$(field "$line" FSTYPE)"
     fi
   done <<<"$listing"
+}
+
+has_instance_store() {
+  local disk
+  for disk in "${DISKS[@]}"; do
+    [[ "${MODEL[$disk]}" != "$INSTANCE_STORE_MODEL" ]] || return 0
+  done
+  return 1
+}
+
+# image_unit_state: what systemd says of IMAGE_STORE_UNIT, as "LoadState ActiveState/SubState", and IMAGE_UNIT_BUSY
+# true while it is on its way (activating or deactivating, or enabled and not yet started this boot).
+image_unit_state() {
+  local out key value
+  local -A state=()
+  IMAGE_UNIT_BUSY=false
+  out="$("$SYSTEMCTL_BIN" show \
+    --property=LoadState,ActiveState,SubState,UnitFileState,InactiveExitTimestampMonotonic,ConditionTimestampMonotonic \
+    "$IMAGE_STORE_UNIT" 2>/dev/null)" || out=""
+  while IFS='=' read -r key value; do
+    [[ -z "$key" ]] || state["$key"]="$value"
+  done <<<"$out"
+  IMAGE_UNIT_STATE="${state[LoadState]:-unknown} ${state[ActiveState]:-unknown}/${state[SubState]:-unknown}"
+  case "${state[ActiveState]:-}" in
+    activating | deactivating) IMAGE_UNIT_BUSY=true ;;
+    inactive)  # enabled, never left inactive and its conditions never checked this boot: not started yet
+      [[ "${state[UnitFileState]:-}" != enabled || "${state[InactiveExitTimestampMonotonic]:-}" != 0 ||
+        "${state[ConditionTimestampMonotonic]:-}" != 0 ]] || IMAGE_UNIT_BUSY=true
+      ;;
+    *) ;;
+  esac
+  [[ "${state[LoadState]:-}" == loaded ]]
+}
+
+# Wait for the image's instance store unit to be done with the disks (see the header); 1 when it never is.
+wait_for_image_store() {
+  [[ -n "$IMAGE_STORE_UNIT" ]] && has_instance_store || return 0
+  [[ "$IMAGE_STORE_WAIT_S" =~ ^[0-9]+$ ]] || fail "IMAGE_STORE_WAIT_S='${IMAGE_STORE_WAIT_S}' is not whole seconds"
+  local deadline=$((SECONDS + IMAGE_STORE_WAIT_S)) waited=false
+  while :; do
+    if ! image_unit_state; then
+      [[ "$waited" == false ]] || log "${IMAGE_STORE_UNIT} is now ${IMAGE_UNIT_STATE}"
+      return 0  # the image has no such unit (or no systemd to ask)
+    fi
+    if [[ "$IMAGE_UNIT_BUSY" == false ]]; then
+      log "the image's ${IMAGE_STORE_UNIT} is ${IMAGE_UNIT_STATE#* }: done with the instance store"
+      [[ "$waited" == false ]] || read_devices
+      return 0
+    fi
+    if ((SECONDS >= deadline)); then
+      fail "the image's ${IMAGE_STORE_UNIT} is still ${IMAGE_UNIT_STATE#* } after ${IMAGE_STORE_WAIT_S} s: the instance store is left to it (no array, no mkfs); fix: its cause in \`journalctl -u ${IMAGE_STORE_UNIT}\`, or a longer IMAGE_STORE_WAIT_S"
+    fi
+    if [[ "$waited" == false ]]; then
+      log "the image's ${IMAGE_STORE_UNIT} is ${IMAGE_UNIT_STATE#* }: waiting up to ${IMAGE_STORE_WAIT_S} s for it to set up the instance store"
+      waited=true
+    fi
+    sleep "$IMAGE_STORE_POLL_S" || fail "IMAGE_STORE_POLL_S='${IMAGE_STORE_POLL_S}' is not a number of seconds"
+  done
 }
 
 # The EC2 device name of an EBS NVMe disk (bytes 0-31 of the controller's vendor-specific data),
@@ -248,6 +321,7 @@ main() {
   fi
 
   read_devices
+  wait_for_image_store
   DEVICE=""
   if find_image_mount; then
     note_spare_ebs

@@ -7,6 +7,16 @@ in ``StandardOutput=append:`` (under ``UNIT_LOG_ROOT``, standing for /), restart
 as the test allows (``NRestarts``). ``show`` answers from that process: active/running while it runs,
 failed/failed once it exited non-zero, inactive/dead after exit 0. A unit without a command is simply active
 (running, or waiting for a timer). Every call is appended to $FAKE_CALLS, as the bootstrap's other fakes do.
+
+Two more kinds, both ``Type=oneshot`` with ``RemainAfterExit=yes`` as their real units are:
+
+- ``FakeUnits.oneshot``: ``start`` runs the command in the foreground and fails like systemctl does when it fails
+  (``ExecMainStatus`` in ``show`` is its exit status): lustre-mount.service;
+- ``FakeUnits.booting``: a unit of the image that systemd started at boot, before the bootstrap ran (the test
+  starts it): ``activating``/``start`` while its command runs, ``active``/``exited`` once it ended well, enabled.
+
+``show`` also says ``LoadState``: ``loaded`` for a unit the test declared or the bootstrap installed, else
+``not-found`` (and inactive), as systemd answers for a unit the image does not have.
 """
 
 from __future__ import annotations
@@ -14,9 +24,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 from pathlib import Path
 
-# $FAKE_UNITS_DIR/<unit>/: command, pre, restarts (given by the test); pid, rc, nrestarts (written here).
+# $FAKE_UNITS_DIR/<unit>/: command, pre, restarts, oneshot, booting (given by the test); pid, rc, nrestarts
+# (written here).
 FAKE_SYSTEMCTL = """#!/usr/bin/env bash
 printf 'systemctl %s\\n' "$*" >>"$FAKE_CALLS"
 if [[ "$*" == "${FAKE_SYSTEMCTL_TERM:-}" ]]; then
@@ -28,7 +40,15 @@ if [[ "$*" == "${FAKE_SYSTEMCTL_FAIL:-}" ]]; then
 fi
 unit="${*: -1}"
 dir="$FAKE_UNITS_DIR/$unit"
-if [[ "$1" == start || "$*" == "enable --now $unit" ]] && [[ -f "$dir/command" ]]; then
+if [[ "$1" == start || "$*" == "enable --now $unit" ]] && [[ -f "$dir/command" && -f "$dir/oneshot" ]]; then
+  rc=0
+  bash "$dir/command" </dev/null >>"$dir/output" 2>&1 || rc=$?
+  echo "$rc" >"$dir/rc"
+  if ((rc != 0)); then
+    echo "Job for ${unit} failed because the control process exited with error code." >&2
+    exit 1
+  fi
+elif [[ "$1" == start || "$*" == "enable --now $unit" ]] && [[ -f "$dir/command" && ! -f "$dir/booting" ]]; then
   out="$(sed -n 's/^StandardOutput=append://p' "$SYSTEMD_UNIT_DIR/$unit" | tail -n 1)"
   out="${UNIT_LOG_ROOT}${out:?the fake runs only units that name their log file}"
   mkdir -p "$(dirname "$out")"
@@ -44,7 +64,26 @@ fi
 if [[ "$1" == show ]]; then
   rc="$(cat "$dir/rc" 2>/dev/null || true)"
   restarts="$(cat "$dir/nrestarts" 2>/dev/null || echo 0)"
-  if [[ -z "$rc" ]]; then
+  if [[ ! -d "$dir" && ! -f "$SYSTEMD_UNIT_DIR/$unit" ]]; then
+    printf 'LoadState=not-found\\nActiveState=inactive\\nSubState=dead\\nResult=success\\nNRestarts=0\\n'
+    printf 'UnitFileState=\\nInactiveExitTimestampMonotonic=0\\n'
+    exit 0
+  fi
+  echo LoadState=loaded
+  if [[ -f "$dir/oneshot" || -f "$dir/booting" ]]; then
+    started=0
+    [[ ! -f "$dir/pid" && -z "$rc" ]] || started=4000000
+    printf 'UnitFileState=enabled\\nInactiveExitTimestampMonotonic=%s\\nExecMainStatus=%s\\n' "$started" "${rc:-0}"
+    if [[ -z "$rc" && "$started" == 0 ]]; then
+      printf 'ActiveState=inactive\\nSubState=dead\\nResult=success\\n'
+    elif [[ -z "$rc" ]]; then
+      printf 'ActiveState=activating\\nSubState=start\\nResult=success\\n'
+    elif [[ "$rc" == 0 ]]; then
+      printf 'ActiveState=active\\nSubState=exited\\nResult=success\\n'
+    else
+      printf 'ActiveState=failed\\nSubState=failed\\nResult=exit-code\\n'
+    fi
+  elif [[ -z "$rc" ]]; then
     sub=running
     [[ "$unit" != *.timer ]] || sub=waiting
     printf 'ActiveState=active\\nSubState=%s\\nResult=success\\nNRestarts=%s\\n' "$sub" "$restarts"
@@ -116,6 +155,24 @@ class FakeUnits:
         (folder / "restarts").write_text(str(restarts))
         if pre is not None:
             (folder / "pre").write_text(pre)
+
+    def oneshot(self, unit: str, command: str) -> None:
+        """``unit`` is a Type=oneshot unit: ``start`` runs ``command`` (bash) to its end, and fails when it fails."""
+        self.runs(unit, command)
+        (self.state / unit / "oneshot").write_text("")
+
+    def booting(self, unit: str, command: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        """The image's ``unit``, which systemd started at boot: ``command`` (bash) runs from now on, in ``env``."""
+        folder = self.state / unit
+        folder.mkdir(exist_ok=True)
+        (folder / "command").write_text(command)
+        (folder / "booting").write_text("")
+        process = subprocess.Popen(
+            [env["FAKE_UNIT_RUNNER"], str(folder)], env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        (folder / "pid").write_text(str(process.pid))
+        return process
 
     def log(self, path: str) -> Path:
         """Where a unit's log file (an absolute path on the node, e.g. layout.SERVICE_LOG) is in the test."""

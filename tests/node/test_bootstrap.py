@@ -209,6 +209,7 @@ def new_node(tmp_path: Path, aws: FakeAws, imds: FakeImds) -> Node:
         "SERVICE_FILE": str(etc / "service.json"),
         "SERVICE_WAIT_INTERVAL_S": "0.2",
         "UNIT_SETTLE_S": "0.05",
+        "IMAGE_VERSIONS_FILE": str(tmp_path / "opt" / "gpu-platform" / "image-versions.json"),  # none: not golden
         **disks.install(tmp_path / "bin"),
         **units.install(tmp_path / "bin"),
     }

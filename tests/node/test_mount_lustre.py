@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -80,7 +81,8 @@ class Node:
         base = {
             key: value
             for key, value in os.environ.items()
-            if not key.startswith(("FSX_", "FAKE_")) and key not in ("MOUNT_BIN", "PROC_MOUNTS")
+            if not key.startswith(("FSX_", "FAKE_"))
+            and key not in ("MOUNT_BIN", "PROC_MOUNTS", "MOUNT_LUSTRE_BIN", "IMAGE_VERSIONS_FILE", "KERNEL_RELEASE")
         }
         base.update(
             {
@@ -93,6 +95,9 @@ class Node:
                 "FAKE_MOUNT_CALLS": str(self.calls_file),
                 "FAKE_SLEEP_CALLS": str(self.sleeps_file),
                 "FAKE_MOUNT_FAILURES": "0",
+                # Never the real apt-get here: the tests that install give fakes and turn it back to auto.
+                "FSX_CLIENT_INSTALL": "off",
+                "IMAGE_VERSIONS_FILE": str(self.tmp_path / "no-image-versions.json"),
             }
         )
         base.update(overrides)
@@ -346,15 +351,120 @@ def test_mount_point_that_cannot_be_created_exits_73(node: Node) -> None:
     assert node.calls == []
 
 
-def test_without_a_lustre_client_exits_69_before_mounting(node: Node) -> None:
+def test_without_a_lustre_client_on_the_golden_ami_exits_69_before_mounting_and_installs_nothing(node: Node) -> None:
     search_path = os.pathsep.join([os.environ.get("PATH", ""), "/sbin", "/usr/sbin"])
     if shutil.which("mount.lustre", path=search_path):
         pytest.skip("this machine has a Lustre client")
-    result = node.run(MOUNT_BIN="<unset>", FSX_MOUNT_RETRIES="1")
+    versions = node.tmp_path / "image-versions.json"
+    versions.write_text("{}")
+    result = node.run(MOUNT_BIN="<unset>", FSX_MOUNT_RETRIES="1", IMAGE_VERSIONS_FILE=str(versions),
+                      FSX_CLIENT_INSTALL="auto", APT_GET_BIN="/nonexistent/apt-get")  # fmt: skip
     assert result.returncode == 69
     assert result.stderr == err(
-        "no Lustre client: mount.lustre is not installed (the AMI needs the lustre-client package)"
+        f"no Lustre client: mount.lustre is not installed, but this is the golden AMI ({versions}), which must carry"
+        " it; fix: rebuild the image (its lustre-client component)"
     )
+    assert not node.mount_point.exists()
+
+
+def test_without_a_lustre_client_and_install_off_exits_69(node: Node) -> None:
+    result = node.run(MOUNT_LUSTRE_BIN=str(node.tmp_path / "sbin" / "mount.lustre"))
+    assert result.returncode == 69
+    assert result.stderr == err(
+        "no Lustre client: mount.lustre is not installed (FSX_CLIENT_INSTALL=off); fix: launch the golden AMI,"
+        " which carries it"
+    ).replace("mount.lustre", str(node.tmp_path / "sbin" / "mount.lustre"), 1)
+    assert node.calls == []
+
+
+# apt-get that records its calls; the install puts the mount helper in place unless FAKE_APT_FAIL.
+FAKE_APT = """#!/usr/bin/env bash
+printf '%s\\n' "$*" >>"$FAKE_APT_CALLS"
+[[ "$*" == *" install "* ]] || exit "${FAKE_APT_UPDATE_RC:-0}"
+if [[ -n "${FAKE_APT_FAIL:-}" ]]; then
+  echo "Reading package lists..."
+  echo "E: Unable to locate package ${*: -1}" >&2
+  exit 100
+fi
+printf '#!/bin/sh\\nexit 0\\n' >"$MOUNT_LUSTRE_BIN"
+chmod 0755 "$MOUNT_LUSTRE_BIN"
+"""
+FAKE_FETCH = """#!/usr/bin/env bash
+while (($#)); do
+  [[ "$1" != -o ]] || out="$2"
+  shift
+done
+echo key >"$out"
+"""
+
+
+def installing(node: Node, **extra: str) -> dict[str, str]:
+    """The environment of an image that is not the golden AMI, no client, and fakes for the install."""
+    for name, text in (("apt-get", FAKE_APT), ("fetch", FAKE_FETCH)):
+        (node.bin_dir / name).write_text(text)
+        (node.bin_dir / name).chmod(0o755)
+    (node.tmp_path / "sbin").mkdir(exist_ok=True)
+    os_release = node.tmp_path / "os-release"
+    os_release.write_text('PRETTY_NAME="Ubuntu 24.04.3 LTS"\nVERSION_CODENAME=noble\n')
+    return {
+        "FSX_CLIENT_INSTALL": "auto",
+        "MOUNT_LUSTRE_BIN": str(node.tmp_path / "sbin" / "mount.lustre"),
+        "APT_GET_BIN": str(node.bin_dir / "apt-get"),
+        "CURL_BIN": str(node.bin_dir / "fetch"),
+        "GPG_BIN": str(node.bin_dir / "fetch"),
+        "KERNEL_RELEASE": "6.8.0-1024-aws",
+        "OS_RELEASE": str(os_release),
+        "FSX_APT_KEYRING": str(node.tmp_path / "keyrings" / "fsx.gpg"),
+        "FSX_APT_LIST": str(node.tmp_path / "sources" / "fsx.list"),
+        "FAKE_APT_CALLS": str(node.tmp_path / "apt-calls"),
+        **extra,
+    }
+
+
+def test_without_a_client_elsewhere_the_running_kernels_module_is_installed_then_mounted(node: Node) -> None:
+    env = installing(node)
+    result = node.run(**env)
+    assert result.returncode == 0, result.stderr
+    apt_calls = Path(env["FAKE_APT_CALLS"]).read_text().splitlines()
+    assert apt_calls == [
+        f"-o DPkg::Lock::Timeout=30 -o Dir::Etc::sourcelist={env['FSX_APT_LIST']} -o Dir::Etc::sourceparts=-"
+        " -o APT::Get::List-Cleanup=0 update",  # only AWS's repository: another one out of reach must not stop it
+        "-o DPkg::Lock::Timeout=30 install -y --no-install-recommends lustre-client-modules-6.8.0-1024-aws",
+    ]
+    assert Path(env["FSX_APT_LIST"]).read_text() == (
+        f"deb [signed-by={env['FSX_APT_KEYRING']}] https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu noble main\n"
+    )
+    assert Path(env["FSX_APT_KEYRING"]).exists() and not Path(env["FSX_APT_KEYRING"] + ".asc").exists()
+    assert node.calls == [node.expected_call()]
+    assert result.stderr.splitlines()[:2] == [
+        "mount-lustre: no Lustre client on this image (not the golden AMI): installing"
+        " lustre-client-modules-6.8.0-1024-aws from https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu noble",
+        "mount-lustre: installed lustre-client-modules-6.8.0-1024-aws",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        ({"FAKE_APT_FAIL": "1"}, "apt-get install lustre-client-modules-6.8.0-1024-aws failed: Reading package lists...;"
+         " E: Unable to locate package lustre-client-modules-6.8.0-1024-aws"),
+        ({"FAKE_APT_UPDATE_RC": "100"}, "apt-get update of https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu failed"),
+        ({"CURL_BIN": "/bin/false"}, "cannot fetch the repository's key"
+         " https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc"),
+    ],
+    ids=["no-module-for-the-kernel", "repository-out-of-reach", "key-out-of-reach"],
+)  # fmt: skip
+def test_a_client_that_cannot_be_installed_exits_69_naming_why_and_the_fix(
+    node: Node, extra: dict[str, str], why: str
+) -> None:
+    result = node.run(**installing(node, **extra))
+    assert result.returncode == 69
+    assert last_line(result.stderr) == (
+        f"mount-lustre: no Lustre client: {node.tmp_path / 'sbin' / 'mount.lustre'} is not installed and installing"
+        f" it failed: {why}; fix: launch the golden AMI (it carries the client), or let the nodes reach"
+        " https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu"
+    )
+    assert node.calls == []
     assert not node.mount_point.exists()
 
 
@@ -461,12 +571,25 @@ def test_unit_is_a_oneshot_that_stays_active_and_does_not_restart() -> None:
     assert "network-online.target" in unit["Unit"]["Wants"][0].split()
 
 
+def test_the_golden_ami_is_told_by_the_file_its_build_records() -> None:
+    assert f'image_versions="${{IMAGE_VERSIONS_FILE:-{layout.IMAGE_VERSIONS_FILE}}}"' in SCRIPT.read_text()
+
+
+def install_budget_s() -> int:
+    """The client install's bounds (key, index, package), read from the script."""
+    match = re.search(r"^readonly KEY_TIMEOUT_S=(\d+) UPDATE_TIMEOUT_S=(\d+) INSTALL_TIMEOUT_S=(\d+)$",
+                      SCRIPT.read_text(), flags=re.M)  # fmt: skip
+    assert match, "mount-lustre.sh bounds its install"
+    return sum(int(group) for group in match.groups())
+
+
 def test_unit_timeout_outlasts_every_attempt_and_delay() -> None:
     delays, delay = [], DEFAULT_DELAY
     for _ in range(DEFAULT_ATTEMPTS - 1):
         delays.append(min(delay, DEFAULT_DELAY_MAX))
         delay *= 2
-    worst_case = DEFAULT_ATTEMPTS * (DEFAULT_ATTEMPT_TIMEOUT + KILL_AFTER) + sum(delays)
+    # An image without the client installs it first.
+    worst_case = DEFAULT_ATTEMPTS * (DEFAULT_ATTEMPT_TIMEOUT + KILL_AFTER) + sum(delays) + install_budget_s()
     (timeout,) = unit_settings()["Service"]["TimeoutStartSec"]
     assert seconds(timeout) > worst_case
 

@@ -15,7 +15,7 @@ from gpu_constructs.fleet.fleet_launch_template import SCRATCH_DEVICE
 from tests.node.fake_aws import FakeAws, LifecycleFleet
 from tests.node.fake_disks import ebs, instance_store
 from tests.node.helpers import NODE_DIR, FakeImds
-from tests.node.test_bootstrap import Node, Result, assert_abandoned, lifecycle_call, new_node
+from tests.node.test_bootstrap import Node, Result, assert_abandoned, lifecycle_call, new_node, stop_service
 
 # isort: split
 import layout
@@ -37,6 +37,7 @@ def node(tmp_path: Path, scratch_aws: FakeAws) -> Iterator[Node]:
     scratch_aws.reset()
     with FakeImds() as imds:
         yield new_node(tmp_path, scratch_aws, imds)
+    stop_service(tmp_path)  # and the image's units a test started
 
 
 def with_ebs_scratch(node: Node) -> None:

@@ -276,6 +276,7 @@ def bootstrap_constant(variable: str) -> str:
         ("PROFILE_SCRIPT", layout.NCCL_PROFILE),
         ("BOOTSTRAP_LOG", layout.BOOTSTRAP_LOG),
         ("SYSTEMD_UNIT_DIR", layout.SYSTEMD_UNIT_DIR),
+        ("IMAGE_VERSIONS_FILE", layout.IMAGE_VERSIONS_FILE),  # what tells the golden AMI from the DLAMI
     ],
 )
 def test_bootstrap_paths_are_the_layout_contract(variable: str, expected: str) -> None:

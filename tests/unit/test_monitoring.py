@@ -98,6 +98,33 @@ def test_fleet_alarms_follow_config(synth: Synth, env: str) -> None:
         assert {m[1] for m in _metrics_of(stalled)} == {"GroupDesiredCapacity", "GroupInServiceInstances"}
 
 
+@pytest.mark.parametrize("env", ENVS)
+def test_health_data_missing_has_the_group_metric_it_compares_with(synth: Synth, env: str) -> None:
+    """The alarm compares the health checks' results with GroupInServiceInstances, which AWS publishes only for a
+    group that collects its metrics: every fleet's group must (gpu_fleet.py: GroupMetrics.all(), every minute)."""
+    cfg = synth.environments[env]
+    names = ResourceNames.of(cfg)
+    alarms = _alarms(monitoring(synth, env))
+    groups = {
+        g["Properties"]["AutoScalingGroupName"]: g["Properties"]
+        for g in synth.stack(env, "Fleets").resources("AWS::AutoScaling::AutoScalingGroup").values()
+    }
+    for fleet in cfg.fleets:
+        group = names.asg_name(fleet.name)
+        alarm = alarms[f"{names.prefix}-{fleet.name}-health-data-missing"]
+        threshold = cfg.alarms.health_data_missing
+        assert (alarm["Threshold"], alarm["EvaluationPeriods"]) == (threshold.threshold, threshold.evaluation_periods)
+        assert _period(alarm) == threshold.period_minutes * 60
+        assert {(m[0], m[1]) for m in _metrics_of(alarm)} == {
+            (names.metrics_namespace, "GpuHealthCheckFailed"),
+            ("AWS/AutoScaling", "GroupInServiceInstances"),
+        }
+        assert all(m[2] == {"AutoScalingGroupName": group} for m in _metrics_of(alarm))
+        (collection,) = groups[group]["MetricsCollection"]
+        assert collection["Granularity"] == "1Minute"
+        assert "GroupInServiceInstances" in collection.get("Metrics", ["GroupInServiceInstances"])  # none listed: all
+
+
 def test_defaults_are_the_users_thresholds(synth: Synth) -> None:
     a = synth.environments["prod"].alarms
     assert (

@@ -9,7 +9,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
 from gpu_constructs.observability.alarm_factory import AlarmFactory
-from gpu_constructs.observability.fleet_alarms import HEALTH_METRIC, UNITS_DOWN_METRIC, FleetAlarms
+from gpu_constructs.observability.fleet_alarms import HEALTH_DATA_MISSING, HEALTH_METRIC, UNITS_DOWN_METRIC, FleetAlarms
 from tests.constructs.conftest import ALARMS, bare_stack, template
 
 GROUP = "gpu-platform-dev-train"
@@ -56,6 +56,37 @@ def test_units_down_alarm_reads_the_count_the_health_check_publishes_for_this_gr
     assert down["Period"] == ALARMS.platform_units_down.period_minutes * 60 >= 10 * 60
     assert down["TreatMissingData"] == "notBreaching"
     assert down["AlarmActions"] and down["OKActions"]
+
+
+def test_health_data_missing_compares_the_checks_results_with_the_nodes_in_service(tmpl: Template) -> None:
+    """gpu-health dead on a node: no GpuHealthCheckFailed from it, and the health alarm sees only missing data (not
+    breaching). This one counts the results of this group's checks against its instances in service all period."""
+    missing = _alarms(tmpl)[HEALTH_DATA_MISSING]
+    queries = {q["Id"]: q for q in missing["Metrics"]}
+    (expression,) = [q for q in queries.values() if "Expression" in q]
+    assert expression["Expression"] == "inservice - FILL(results, 0)"  # no result at all: every node silent
+    assert expression.get("ReturnData", True) is True
+    results = queries["results"]["MetricStat"]
+    assert (results["Metric"]["Namespace"], results["Metric"]["MetricName"], results["Stat"]) == (
+        "GpuPlatform/dev",
+        HEALTH_METRIC,
+        "SampleCount",  # results, not their value (0 healthy, 1 not)
+    )
+    assert results["Metric"]["Dimensions"] == [{"Name": "AutoScalingGroupName", "Value": GROUP}]
+    inservice = queries["inservice"]["MetricStat"]
+    assert (inservice["Metric"]["Namespace"], inservice["Metric"]["MetricName"], inservice["Stat"]) == (
+        "AWS/AutoScaling",
+        "GroupInServiceInstances",
+        "Minimum",  # a node that joined during the period is not yet owed a result
+    )
+    assert inservice["Metric"]["Dimensions"] == [{"Name": "AutoScalingGroupName", "Value": GROUP}]
+    # A node reports at least once per period: the timer waits 5 minutes after a check ends (10 after boot at
+    # first), a check publishes within DCGM level 1's 3 minutes.
+    assert results["Period"] == inservice["Period"] == ALARMS.health_data_missing.period_minutes * 60 >= 15 * 60
+    assert missing["ComparisonOperator"] == "GreaterThanOrEqualToThreshold" and missing["Threshold"] == 1
+    assert missing["EvaluationPeriods"] == missing["DatapointsToAlarm"] == ALARMS.health_data_missing.evaluation_periods
+    assert missing["TreatMissingData"] == "notBreaching"  # no group metrics yet: nothing to compare
+    assert missing["AlarmActions"] and missing["OKActions"]
 
 
 def test_launch_stalled_outlasts_the_launch_hook(tmpl: Template) -> None:
