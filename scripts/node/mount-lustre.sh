@@ -31,7 +31,8 @@
 # bootstrap then goes on without the file system on such an image, and says so). FSX_CLIENT_INSTALL=off: never
 # install. Tests move the rest: IMAGE_VERSIONS_FILE, KERNEL_RELEASE, OS_RELEASE [/etc/os-release], APT_GET_BIN,
 # CURL_BIN, GPG_BIN, FSX_APT_KEYRING [/usr/share/keyrings/fsx-ubuntu-public-key.gpg], FSX_APT_LIST
-# [/etc/apt/sources.list.d/fsxlustreclientrepo.list].
+# [/etc/apt/sources.list.d/fsxlustreclientrepo.list]. The check and the install are in lustre-client-install.sh,
+# which this script sources from its own folder (it is not run on its own).
 #
 # Exit status: 0 mounted (or already mounted); 64 bad or missing input; 69 no Lustre client
 # (mount.lustre) installed, and none could be installed; 73 the mount point cannot be created; 75 every
@@ -47,6 +48,9 @@ readonly KEY_TIMEOUT_S=30 UPDATE_TIMEOUT_S=60 INSTALL_TIMEOUT_S=180
 # The options AWS documents for FSx for Lustre clients: relatime keeps atime cheap, flock
 # gives file locks that are coherent across all clients.
 readonly MOUNT_OPTIONS="relatime,flock"
+# The folder of the script itself: the Lustre client's check and install are in lustre-client-install.sh beside it.
+NODE_DIR="$(cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")" && pwd)"
+readonly NODE_DIR
 
 dns_name="${FSX_DNS_NAME:-}"
 mount_name="${FSX_MOUNT_NAME:-}"
@@ -202,63 +206,9 @@ one_line() {
   fi
 }
 
-lustre_client_installed() {
-  PATH="${PATH}:/sbin:/usr/sbin" command -v "$lustre_helper" >/dev/null 2>&1
-}
-
-# The client from AWS's repository (see the header); on failure INSTALL_ERROR says what went wrong.
-install_lustre_client() {
-  local kernel="${KERNEL_RELEASE:-$(uname -r)}" codename output
-  local package="lustre-client-modules-${kernel}"
-  codename="$(sed -n -E 's/^VERSION_CODENAME="?([a-z]+)"?$/\1/p' "${OS_RELEASE:-/etc/os-release}" 2>/dev/null)" || codename=""
-  if [[ -z "$codename" ]]; then
-    INSTALL_ERROR="no VERSION_CODENAME in ${OS_RELEASE:-/etc/os-release}"
-    return 1
-  fi
-  log "no Lustre client on this image (not the golden AMI): installing ${package} from ${FSX_REPO_URL} ${codename}"
-  mkdir -p -- "$(dirname -- "$apt_keyring")" "$(dirname -- "$apt_list")" 2>/dev/null || true
-  if ! output="$(timeout "$KEY_TIMEOUT_S" "$curl_bin" -fsSL --retry 2 -o "${apt_keyring}.asc" "$FSX_KEY_URL" 2>&1 &&
-    "$gpg_bin" --dearmor --yes -o "$apt_keyring" "${apt_keyring}.asc" 2>&1)"; then
-    rm -f -- "${apt_keyring}.asc"
-    INSTALL_ERROR="cannot fetch the repository's key ${FSX_KEY_URL}$(one_line "$output")"
-    return 1
-  fi
-  rm -f -- "${apt_keyring}.asc"
-  chmod 0644 -- "$apt_keyring" 2>/dev/null || true
-  printf 'deb [signed-by=%s] %s %s main\n' "$apt_keyring" "$FSX_REPO_URL" "$codename" >"$apt_list"
-  # This repository's index only: another that the node cannot reach must not fail or stall the install.
-  if ! output="$(timeout "$UPDATE_TIMEOUT_S" "$apt_get" -o DPkg::Lock::Timeout=30 -o "Dir::Etc::sourcelist=${apt_list}" \
-    -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0 update 2>&1)"; then
-    INSTALL_ERROR="apt-get update of ${FSX_REPO_URL} failed$(one_line "$output")"
-    return 1
-  fi
-  if ! output="$(DEBIAN_FRONTEND=noninteractive timeout "$INSTALL_TIMEOUT_S" "$apt_get" -o DPkg::Lock::Timeout=30 \
-    install -y --no-install-recommends "$package" 2>&1)"; then
-    INSTALL_ERROR="apt-get install ${package} failed$(one_line "$output")"
-    return 1
-  fi
-  if ! lustre_client_installed; then
-    INSTALL_ERROR="${package} is installed but there is still no ${lustre_helper}"
-    return 1
-  fi
-  log "installed ${package}"
-}
-
-# Exit 69 unless a Lustre client is there, or could be installed (see the header).
-require_lustre_client() {
-  if [[ "$mount_bin" != mount && -z "${MOUNT_LUSTRE_BIN:-}" ]] || lustre_client_installed; then
-    return 0
-  fi
-  if [[ -e "$image_versions" ]]; then
-    die "$EX_UNAVAILABLE" "no Lustre client: ${lustre_helper} is not installed, but this is the golden AMI (${image_versions}), which must carry it; fix: rebuild the image (its lustre-client component)"
-  fi
-  if [[ "$client_install" == off ]]; then
-    die "$EX_UNAVAILABLE" "no Lustre client: ${lustre_helper} is not installed (FSX_CLIENT_INSTALL=off); fix: launch the golden AMI, which carries it"
-  fi
-  INSTALL_ERROR=""
-  install_lustre_client ||
-    die "$EX_UNAVAILABLE" "no Lustre client: ${lustre_helper} is not installed and installing it failed: ${INSTALL_ERROR}; fix: launch the golden AMI (it carries the client), or let the nodes reach ${FSX_REPO_URL}"
-}
+# lustre_client_installed, install_lustre_client, require_lustre_client
+# shellcheck source=lustre-client-install.sh source-path=SCRIPTDIR
+source "${NODE_DIR}/lustre-client-install.sh"
 
 main() {
   parse_args "$@"

@@ -40,6 +40,9 @@
 # NVME_BIN [nvme], SYSTEMCTL_BIN [systemctl], IMAGE_STORE_UNIT [dlami-nvme.service; empty: no wait],
 # IMAGE_STORE_WAIT_S [120], IMAGE_STORE_POLL_S [2].
 #
+# The wait for the image's unit and device 0. are in scratch-image-store.sh, which this script sources from its
+# own folder (it is not run on its own).
+#
 # Exit status: 0 mounted (or bound), already mounted, or no scratch device; 1 a present device could not
 # be assembled, formatted, mounted or bound, or the image's unit still had the instance store (the bootstrap
 # then abandons the launch).
@@ -69,6 +72,10 @@ readonly FSTAB_OPTIONS="defaults,noatime,nofail,x-systemd.device-timeout=30s"
 readonly INSTANCE_STORE_MODEL="Amazon EC2 NVMe Instance Storage"
 readonly EBS_MODEL="Amazon Elastic Block Store"
 readonly IMAGE_SCRATCH_DIR=scratch
+# The folder of the script itself: the image's instance store (its unit, its mount) is handled in
+# scratch-image-store.sh beside it.
+NODE_DIR="$(cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")" && pwd)"
+readonly NODE_DIR
 
 declare -A MODEL=() FSTYPE=() MOUNTED=() CHILDREN=() ARRAY_OF=() MOUNTED_CHILD=()
 DISKS=()
@@ -115,64 +122,6 @@ read_devices() {
   done <<<"$listing"
 }
 
-has_instance_store() {
-  local disk
-  for disk in "${DISKS[@]}"; do
-    [[ "${MODEL[$disk]}" != "$INSTANCE_STORE_MODEL" ]] || return 0
-  done
-  return 1
-}
-
-# image_unit_state: what systemd says of IMAGE_STORE_UNIT, as "LoadState ActiveState/SubState", and IMAGE_UNIT_BUSY
-# true while it is on its way (activating or deactivating, or enabled and not yet started this boot).
-image_unit_state() {
-  local out key value
-  local -A state=()
-  IMAGE_UNIT_BUSY=false
-  out="$("$SYSTEMCTL_BIN" show \
-    --property=LoadState,ActiveState,SubState,UnitFileState,InactiveExitTimestampMonotonic,ConditionTimestampMonotonic \
-    "$IMAGE_STORE_UNIT" 2>/dev/null)" || out=""
-  while IFS='=' read -r key value; do
-    [[ -z "$key" ]] || state["$key"]="$value"
-  done <<<"$out"
-  IMAGE_UNIT_STATE="${state[LoadState]:-unknown} ${state[ActiveState]:-unknown}/${state[SubState]:-unknown}"
-  case "${state[ActiveState]:-}" in
-    activating | deactivating) IMAGE_UNIT_BUSY=true ;;
-    inactive)  # enabled, never left inactive and its conditions never checked this boot: not started yet
-      [[ "${state[UnitFileState]:-}" != enabled || "${state[InactiveExitTimestampMonotonic]:-}" != 0 ||
-        "${state[ConditionTimestampMonotonic]:-}" != 0 ]] || IMAGE_UNIT_BUSY=true
-      ;;
-    *) ;;
-  esac
-  [[ "${state[LoadState]:-}" == loaded ]]
-}
-
-# Wait for the image's instance store unit to be done with the disks (see the header); 1 when it never is.
-wait_for_image_store() {
-  [[ -n "$IMAGE_STORE_UNIT" ]] && has_instance_store || return 0
-  [[ "$IMAGE_STORE_WAIT_S" =~ ^[0-9]+$ ]] || fail "IMAGE_STORE_WAIT_S='${IMAGE_STORE_WAIT_S}' is not whole seconds"
-  local deadline=$((SECONDS + IMAGE_STORE_WAIT_S)) waited=false
-  while :; do
-    if ! image_unit_state; then
-      [[ "$waited" == false ]] || log "${IMAGE_STORE_UNIT} is now ${IMAGE_UNIT_STATE}"
-      return 0  # the image has no such unit (or no systemd to ask)
-    fi
-    if [[ "$IMAGE_UNIT_BUSY" == false ]]; then
-      log "the image's ${IMAGE_STORE_UNIT} is ${IMAGE_UNIT_STATE#* }: done with the instance store"
-      [[ "$waited" == false ]] || read_devices
-      return 0
-    fi
-    if ((SECONDS >= deadline)); then
-      fail "the image's ${IMAGE_STORE_UNIT} is still ${IMAGE_UNIT_STATE#* } after ${IMAGE_STORE_WAIT_S} s: the instance store is left to it (no array, no mkfs); fix: its cause in \`journalctl -u ${IMAGE_STORE_UNIT}\`, or a longer IMAGE_STORE_WAIT_S"
-    fi
-    if [[ "$waited" == false ]]; then
-      log "the image's ${IMAGE_STORE_UNIT} is ${IMAGE_UNIT_STATE#* }: waiting up to ${IMAGE_STORE_WAIT_S} s for it to set up the instance store"
-      waited=true
-    fi
-    sleep "$IMAGE_STORE_POLL_S" || fail "IMAGE_STORE_POLL_S='${IMAGE_STORE_POLL_S}' is not a number of seconds"
-  done
-}
-
 # The EC2 device name of an EBS NVMe disk (bytes 0-31 of the controller's vendor-specific data),
 # without /dev/ and with xvd spelled sd; empty when nvme-cli cannot tell.
 ebs_device_name() {
@@ -185,35 +134,6 @@ ebs_device_name() {
   done
   name="${name#/dev/}"
   printf '%s' "${name/#xvd/sd}"
-}
-
-# The instance store the image mounted, if it did: IMAGE_DEVICE (a disk, or an array or partition on one)
-# and IMAGE_MOUNT, where it is mounted (not at the mount point: that is a mount of ours, from fstab).
-find_image_mount() {
-  local disk dev
-  for disk in "${DISKS[@]}"; do
-    [[ "${MODEL[$disk]}" == "$INSTANCE_STORE_MODEL" ]] || continue
-    for dev in "$disk" "${MOUNTED_CHILD[$disk]:-}"; do
-      [[ -n "$dev" && -n "${MOUNTED[$dev]:-}" && "${MOUNTED[$dev]}" != "$MOUNT_POINT" ]] || continue
-      IMAGE_DEVICE="$dev"
-      IMAGE_MOUNT="${MOUNTED[$dev]}"
-      return 0
-    done
-  done
-  return 1
-}
-
-# MOUNT_POINT on the instance store the image mounted: its folder IMAGE_SCRATCH_DIR bound there, mode 1777.
-bind_image_mount() {
-  local source="${IMAGE_MOUNT%/}/${IMAGE_SCRATCH_DIR}"
-  log "instance store ${IMAGE_DEVICE} is mounted by the image at ${IMAGE_MOUNT}"
-  { mkdir -p -- "$source" "$MOUNT_POINT" && chmod 1777 -- "$source"; } ||
-    fail "cannot create ${source} (mode 1777) and ${MOUNT_POINT}"
-  log "\$ ${MOUNT_BIN} --bind ${source} ${MOUNT_POINT}"
-  "$MOUNT_BIN" --bind "$source" "$MOUNT_POINT" 2>&1 || fail "cannot bind ${source} at ${MOUNT_POINT}"
-  chmod 1777 -- "$MOUNT_POINT" || fail "cannot set mode 1777 on ${MOUNT_POINT}"
-  write_fstab ""
-  log "${MOUNT_POINT} is ${source} (instance store ${IMAGE_DEVICE}, mounted by the image), mode 1777"
 }
 
 # An EBS scratch volume left unused because the instance store is used instead: logged.
@@ -310,6 +230,10 @@ write_fstab() {
   rm -f -- "$tmp"
   fail "cannot write ${FSTAB}"
 }
+
+# has_instance_store, wait_for_image_store, find_image_mount, bind_image_mount
+# shellcheck source=scratch-image-store.sh source-path=SCRIPTDIR
+source "${NODE_DIR}/scratch-image-store.sh"
 
 main() {
   local source fs_type uuid rc
