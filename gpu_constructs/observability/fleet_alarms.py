@@ -98,6 +98,16 @@ class FleetAlarms(Construct):
                 missing_data=missing_data,
             )
 
+        def node_metric(name: str, statistic: str, threshold: Threshold) -> cloudwatch.Metric:
+            """A metric the nodes' health check publishes per group (no per-node dimension)."""
+            return cloudwatch.Metric(
+                namespace=namespace,
+                metric_name=name,
+                dimensions_map=asg,
+                statistic=statistic,
+                period=period(threshold),
+            )
+
         add(
             "gpu-utilization-high",
             description=f"WARNING {fleet_name}: GPU utilization above {t.gpu_utilization_high.threshold:g} %",
@@ -126,13 +136,7 @@ class FleetAlarms(Construct):
         add(
             "health-check-failed",
             description=f"CRITICAL {fleet_name}: a node failed its GPU health check and is being replaced",
-            metric=cloudwatch.Metric(
-                namespace=namespace,
-                metric_name=HEALTH_METRIC,
-                dimensions_map=asg,
-                statistic="Maximum",
-                period=period(t.health_check_failures),
-            ),
+            metric=node_metric(HEALTH_METRIC, "Maximum", t.health_check_failures),
             threshold=t.health_check_failures,
             comparison=AT_LEAST,
         )
@@ -145,13 +149,7 @@ class FleetAlarms(Construct):
                 f"WARNING {fleet_name}: a platform unit is down on a node (termination or Spot watcher, or the "
                 "fleet's service): no checkpoint before it leaves; the node's gpu-health.log names the unit"
             ),
-            metric=cloudwatch.Metric(
-                namespace=namespace,
-                metric_name=UNITS_DOWN_METRIC,
-                dimensions_map=asg,
-                statistic="Maximum",
-                period=period(t.platform_units_down),
-            ),
+            metric=node_metric(UNITS_DOWN_METRIC, "Maximum", t.platform_units_down),
             threshold=t.platform_units_down,
             comparison=AT_LEAST,
         )
@@ -183,13 +181,7 @@ class FleetAlarms(Construct):
                         statistic="Minimum",
                         period=period(missing),
                     ),
-                    "results": cloudwatch.Metric(
-                        namespace=namespace,
-                        metric_name=HEALTH_METRIC,
-                        dimensions_map=asg,
-                        statistic="SampleCount",
-                        period=period(missing),
-                    ),
+                    "results": node_metric(HEALTH_METRIC, "SampleCount", missing),
                 },
                 label="instances in service all period less health-check results",
                 period=period(missing),

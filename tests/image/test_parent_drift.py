@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from config.image import DEFAULT_VERSIONS
+from config.image import COMPONENTS, DEFAULT_VERSIONS
 from tests.image.documents import NODE_OS_RELEASE
 from tests.image.fake_system import KERNEL, FakeSystem, Parent, StepResult
 from tests.image.fake_tools import compare
@@ -27,17 +27,9 @@ PARAMETERS = {
     "ExpectedGpuCount": "4",
     "ExpectEfa": "true",
 }
-BUILT = (
-    "os-updates",
-    "nvidia-driver",
-    "nvidia-services",
-    "cuda-toolkit",
-    "cuda-libraries",
-    "efa",
-    "dcgm",
-    "lustre-client",
-    "cloudwatch-agent",
-)
+#: The components the fake parent can run: every one of the recipe but those that need the network (pytorch: pip),
+#: the node runtime (nothing of the parent's it could downgrade) and the test-only GPU checks.
+BUILT = tuple(name for name in COMPONENTS.RECIPE_ORDER if name not in ("pytorch", "node-runtime", "gpu-validation"))
 TESTED = {"nvidia-services": (), "dcgm": (), "efa": (), "gpu-validation": ("CheckEfa",)}
 DRIVER = ("nvidia-driver", "nvidia-services")
 CUDA = ("cuda-toolkit", "cuda-libraries")
