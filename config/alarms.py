@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from config.base import Strict
 
@@ -42,3 +42,37 @@ class Alarms(Strict):
     fsx_free_capacity_percent: Threshold = _t(10, 5, 3)
     fsx_throughput_percent: Threshold = _t(80, 5, 3)
     security_changes: Threshold = _t(1, 5, 1)
+
+    @model_validator(mode="after")
+    def _meaningful(self) -> Alarms:
+        """Counts alarm at 1 or more (a threshold below 1 is always crossed, so it pages forever); the health-data
+        alarm needs a period in which every node reports (one check at least every 20 minutes)."""
+        problems = [
+            f"@{name}.threshold: {getattr(self, name).threshold:g} is always reached by a count; "
+            f"fix: use 1 or more (default {Alarms.model_fields[name].default.threshold:g})"
+            for name in COUNT_ALARMS
+            if getattr(self, name).threshold < 1
+        ]
+        if self.health_data_missing.period_minutes < HEALTH_REPORT_MINUTES:
+            problems.append(
+                f"@health_data_missing.period_minutes: {self.health_data_missing.period_minutes} is shorter than the "
+                f"{HEALTH_REPORT_MINUTES} minutes in which every node reports a health check, so it would page on "
+                f"healthy fleets; fix: use {HEALTH_REPORT_MINUTES} or more"
+            )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+
+#: Alarms whose statistic counts events or nodes (0 is the good value).
+COUNT_ALARMS = (
+    "health_check_failures",
+    "platform_units_down",
+    "health_data_missing",
+    "spot_interruptions",
+    "capacity_shortfall",
+    "security_changes",
+)
+#: Every node in service publishes a health-check result at least once in this many minutes (the timer runs 5 minutes
+#: after the last check ended, and a check publishes within its DCGM budget).
+HEALTH_REPORT_MINUTES = 20
