@@ -11,6 +11,8 @@ class Level(str, Enum):  # noqa: UP042 - the shape every ops module shares
     ERROR = "ERROR"
     WARNING = "WARNING"
     INFO = "INFO"
+    #: A check that could not run (no permission, AWS unreachable): it passed nothing and failed nothing.
+    UNCHECKED = "UNCHECKED"
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,6 @@ class Finding:
 
 
 def exit_code(findings: Iterable[Finding], strict: bool = False) -> int:
-    """1 when any finding is an ERROR (or a WARNING with ``strict``), else 0."""
-    failing = {Level.ERROR, Level.WARNING} if strict else {Level.ERROR}
+    """1 when any finding is an ERROR (or, with ``strict``, a WARNING or a check that could not run), else 0."""
+    failing = {Level.ERROR, Level.WARNING, Level.UNCHECKED} if strict else {Level.ERROR}
     return 1 if any(f.level in failing for f in findings) else 0

@@ -98,7 +98,8 @@ class Priced:
 
 @dataclass(frozen=True)
 class FleetRates:
-    """The hourly prices of one instance of the fleet's first type, by purchase option."""
+    """The hourly prices of one instance of the fleet's first type, by purchase option, and which of them are
+    estimates (``spot``, ``capacity_block``) with their sources."""
 
     instance_type: str
     gpus_per_instance: int
@@ -106,23 +107,43 @@ class FleetRates:
     spot: float
     capacity_block: float
     notes: tuple[str, ...]
+    estimates: tuple[str, ...] = ()
+    sources: tuple[tuple[str, str], ...] = ()
 
 
 def rates(fleet: Fleet, prices: PriceTable) -> FleetRates:
     name = fleet.instance_types[0]
-    on_demand = prices.on_demand(name).usd
-    notes = []
-    spot = prices.spot(name, fleet.availability_zones).usd if fleet.uses_spot else on_demand
-    block_rate = on_demand
+    on_demand = prices.on_demand(name)
+    notes, estimates, sources = [], [], [("on_demand", on_demand.source)]
+    spot = on_demand.usd
+    if fleet.uses_spot:
+        found = prices.spot(name, fleet.availability_zones)
+        spot = found.usd
+        sources.append(("spot", found.source))
+        if found.estimate:
+            estimates.append("spot")
+    block_rate = on_demand.usd
     if fleet.capacity_block is not None:
         block = prices.capacity_block(name)
         if block is None:
             notes.append(f"no Capacity Block price for {name}: priced at On-Demand; --live reads the current offerings")
         else:
             block_rate = block.usd
+            sources.append(("capacity_block", block.source))
+        if block is None or block.estimate:
+            estimates.append("capacity_block")
     if len(fleet.instance_types) > 1:
         notes.append(f"priced as {name}, the first of {', '.join(fleet.instance_types)}")
-    return FleetRates(name, get_instance_type(name).gpu_count, on_demand, spot, block_rate, tuple(notes))
+    return FleetRates(
+        name,
+        get_instance_type(name).gpu_count,
+        on_demand.usd,
+        spot,
+        block_rate,
+        tuple(notes),
+        tuple(estimates),
+        tuple(sources),
+    )
 
 
 def price(fleet: Fleet, instances: int, r: FleetRates) -> Priced:
@@ -136,6 +157,12 @@ def price(fleet: Fleet, instances: int, r: FleetRates) -> Priced:
         capacity_block=s.capacity_block * r.capacity_block,
         all_on_demand=instances * r.on_demand,
     )
+
+
+def monthly(fleet: Fleet, hours: dict[int, float], r: FleetRates) -> tuple[float, float]:
+    """(planned, all On-Demand) USD a month for ``hours`` a month at each instance count."""
+    priced = [(price(fleet, n, r), h) for n, h in hours.items()]
+    return sum(p.planned * h for p, h in priced), sum(p.all_on_demand * h for p, h in priced)
 
 
 def seed_promise_note(fleet: Fleet, at_desired: Priced) -> str | None:

@@ -1,4 +1,11 @@
-"""The checked-in price table: ``prices.yaml`` next to this file plus the catalog's On-Demand column."""
+"""The checked-in price table: ``prices.yaml`` next to this file plus the catalog's On-Demand column.
+
+Every ``Price`` says whether it is an estimate: the table's Spot figures (On-Demand times a family discount,
+or an observed price of some past day), a Capacity Block without a live offering (priced at On-Demand) and a
+Savings Plan at an assumed discount are; ``--live`` replaces Spot and Capacity Block figures with the
+account's. A region other than the catalog's is priced from its own sections of the table, or refused in one
+line that names the sections to add (``check_region``).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ class Price:
     usd: float
     source: str
     as_of: str | None
+    estimate: bool = False
 
 
 @dataclass
@@ -49,11 +57,14 @@ class PriceTable:
     def on_demand(self, instance_type: str) -> Price:
         od = self.data["on_demand"]
         if self.region != od["region"]:
-            raise self._problem(
-                "on_demand.region",
-                f"the catalog's On-Demand prices are for {od['region']}, the environment is in {self.region}; "
-                f"fix: deploy to {od['region']} or add that region's prices",
-            )
+            other = (od.get("regions") or {}).get(self.region) or {}
+            usd = (other.get("prices") or {}).get(instance_type)
+            if usd is None:
+                raise self._problem(
+                    f"on_demand.regions.{self.region}.prices.{instance_type}",
+                    "missing; fix: add its On-Demand price (https://aws.amazon.com/ec2/pricing/on-demand/)",
+                )
+            return Price(float(usd), str(other.get("source", od["source"])), str(other.get("as_of", od["as_of"])))
         price = load_catalog()[instance_type].on_demand_usd_per_hour
         if price is None:
             raise ConfigError(
@@ -63,6 +74,21 @@ class PriceTable:
                 ]
             )
         return Price(price, od["source"], str(od["as_of"]))
+
+    def missing_for(self, instance_types: list[str], spot: bool) -> list[str]:
+        """The sections this region lacks to price ``instance_types`` (and Spot, when ``spot``)."""
+        missing = []
+        od = self.data["on_demand"]
+        if self.region != od["region"]:
+            prices = ((od.get("regions") or {}).get(self.region) or {}).get("prices") or {}
+            absent = [t for t in instance_types if t not in prices]
+            if absent:
+                missing.append(f"on_demand.regions.{self.region}.prices ({', '.join(absent)})")
+        if spot and self.region not in self.data["spot"]:
+            missing.append(f"spot.{self.region}")
+        if self.region not in self.data["services"]:
+            missing.append(f"services.{self.region}")
+        return missing
 
     def spot(self, instance_type: str, zones: list[str]) -> Price:
         """The mean Spot price over ``zones``: live, else an observed zone price, else the estimate."""
@@ -90,7 +116,7 @@ class PriceTable:
             prices.append(self.on_demand(instance_type).usd * (1 - float(discount)))
         if live and zones:
             return Price(sum(prices) / len(prices), "DescribeSpotPriceHistory", self.live_as_of)
-        return Price(sum(prices) / len(prices), spot["source"], str(spot["as_of"]))
+        return Price(sum(prices) / len(prices), spot["source"], str(spot["as_of"]), estimate=True)
 
     def capacity_block(self, instance_type: str) -> Price | None:
         """A Capacity Block's price per instance-hour, or None where neither the table nor --live has one."""
@@ -98,7 +124,22 @@ class PriceTable:
             return Price(self.live_blocks[instance_type], "DescribeCapacityBlockOfferings", self.live_as_of)
         blocks = self.data["capacity_blocks"]
         usd = (blocks.get(self.region) or {}).get(instance_type)
-        return Price(float(usd), blocks["source"], str(blocks["as_of"])) if usd is not None else None
+        return Price(float(usd), blocks["source"], str(blocks["as_of"]), estimate=True) if usd is not None else None
+
+    def savings_plans(self, instance_type: str) -> list[tuple[str, Price]]:
+        """Each commitment of the table (name, price per instance-hour): the type's rate where the table has
+        one, else On-Demand less the plan's assumed discount (an estimate)."""
+        plans = self.data.get("savings_plans") or {}
+        on_demand = self.on_demand(instance_type).usd
+        found = []
+        for name, plan in (plans.get(self.region) or {}).items():
+            rate = (plan.get("rates") or {}).get(instance_type)
+            if rate is not None:
+                found.append((name, Price(float(rate), plans["source"], str(plans["as_of"]))))
+            else:
+                usd = on_demand * (1 - float(plan["assumed_discount"]))
+                found.append((name, Price(usd, plans["source"], str(plans["as_of"]), estimate=True)))
+        return found
 
     def service(self, key: str, sub: str | None = None) -> Price:
         region = self.data["services"].get(self.region)
@@ -112,6 +153,20 @@ class PriceTable:
         if item is None:
             raise self._problem(where, "missing; fix: add it with usd, source and as_of from the AWS pricing page")
         return Price(float(item["usd"]), str(item["source"]), str(item["as_of"]))
+
+
+def check_region(prices: PriceTable, instance_types: list[str], spot: bool) -> None:
+    """One line naming every section the table lacks for this region, with where to find the figures."""
+    missing = prices.missing_for(instance_types, spot)
+    if missing:
+        home = prices.data["on_demand"]["region"]
+        raise prices._problem(
+            prices.region,
+            f"no prices for this region (the table is complete for {home}); fix: add {'; '.join(missing)} as "
+            f"{home}'s are written (figures: https://aws.amazon.com/ec2/pricing/on-demand/, "
+            "https://aws.amazon.com/ec2/spot/pricing/, each service's pricing page), or deploy to "
+            f"{home}",
+        )
 
 
 def load_prices(region: str, path: Path = PRICES_PATH) -> PriceTable:

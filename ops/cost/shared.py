@@ -1,15 +1,16 @@
 """What an environment pays besides its fleets' instances: FSx for Lustre, NAT gateways, interface
-endpoints, the served fleets' load balancers, EBS volumes and CloudWatch metrics and alarms. Data
-processing, transfer and load balancer capacity unit (LCU) charges depend on traffic and are left out
-(the output says so).
+endpoints, the served fleets' load balancers, EBS volumes (of running nodes and of a warm pool's stopped
+ones) and CloudWatch metrics and alarms. What depends on traffic or volume is listed by ``left_out``.
 
-Each item is priced at the fleets' min, desired and max sizes (EBS volumes and per-node metrics
-follow the instance count; the rest is fixed).
+Each item is priced at the fleets' min, desired and max levels (``schedule``): EBS volumes and per-node
+metrics follow the instance-hours a month the schedules give; the rest is there every hour. An item's
+hourly figure is its monthly one spread over 730 hours.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from gpu_constructs.fleet.render.agent_metrics import (
     metric_names,
 )
 from ops.cost.prices import HOURS_PER_MONTH, PriceTable
+from ops.cost.schedule import Usage
 
 #: Interface endpoints of an isolated VPC (gpu_constructs/network/vpc_endpoints.py INTERFACE_SERVICES;
 #: a test holds the two equal), each billed per zone it serves.
@@ -56,13 +58,44 @@ def _fixed(name: str, detail: str, usd: float, source: str) -> Item:
     return Item(name, detail, dict.fromkeys(SIZES, usd), source)
 
 
-def fleet_sizes(env: Environment) -> dict[str, list[tuple[Fleet, int]]]:
-    """Per size, each fleet with its instance count (desired defaults to min, as the group does)."""
-    return {
-        "min": [(f, f.capacity.min) for f in env.fleets],
-        "desired": [(f, f.capacity.desired if f.capacity.desired is not None else f.capacity.min) for f in env.fleets],
-        "max": [(f, f.capacity.max) for f in env.fleets],
-    }
+def _per_level(env: Environment, per_fleet: Callable[[Fleet, str], float]) -> dict[str, float]:
+    """Hourly figures per level from each fleet's monthly figure at that level."""
+    return {size: sum(per_fleet(f, size) for f in env.fleets) / HOURS_PER_MONTH for size in SIZES}
+
+
+def _node_items(env: Environment, prices: PriceTable, usage: dict[str, Usage]) -> list[Item]:
+    """EBS volumes and custom metrics, which follow the nodes' hours; a warm pool's stopped volumes."""
+    gp3 = prices.service("ebs_gp3_gb_month")
+    metric = prices.service("cloudwatch_metric_month")
+
+    def gib(f: Fleet) -> int:
+        return f.root_volume_gib + f.scratch_volume_gib
+
+    def metrics(f: Fleet, size: str) -> float:
+        node = metrics_per_node(get_instance_type(f.instance_types[0]).gpu_count, scratch=f.scratch_volume_gib > 0)
+        fleet_wide = (len(metric_names()) + HEALTH_METRICS_PER_FLEET) * HOURS_PER_MONTH
+        return (node * usage[f.name].instance_hours(size) + fleet_wide) * metric.usd / HOURS_PER_MONTH
+
+    items = [
+        Item(
+            "EBS volumes",
+            "gp3 root and scratch volumes of the running nodes",
+            _per_level(env, lambda f, size: usage[f.name].instance_hours(size) * gib(f) * gp3.usd / HOURS_PER_MONTH),
+            gp3.source,
+        ),
+        Item(
+            "CloudWatch custom metrics",
+            "agent and health metrics (estimate from the agent config)",
+            _per_level(env, metrics),
+            metric.source,
+        ),
+    ]
+    pools = [f for f in env.fleets if f.warm_pool is not None]
+    if pools:
+        hourly = _per_level(env, lambda f, size: usage[f.name].warm_hours[size] * gib(f) * gp3.usd / HOURS_PER_MONTH)
+        names = ", ".join(f.name for f in pools)
+        items.append(Item("Warm pool volumes", f"gp3 volumes of the stopped instances ({names})", hourly, gp3.source))
+    return items
 
 
 def metrics_per_node(gpus: int, scratch: bool) -> int:
@@ -86,7 +119,7 @@ def count_alarms(assembly: Path) -> tuple[int, int] | None:
     return metric, composite
 
 
-def _load_balancers(env: Environment, prices: PriceTable, notes: list[str]) -> list[Item]:
+def _load_balancers(env: Environment, prices: PriceTable) -> list[Item]:
     """One Application Load Balancer per served fleet (gpu_constructs/fleet/service_load_balancer.py), there
     at every size; an internet-facing one also holds a public IPv4 address in each of the environment's zones."""
     served = [f for f in env.fleets if f.service is not None]
@@ -98,14 +131,15 @@ def _load_balancers(env: Environment, prices: PriceTable, notes: list[str]) -> l
     detail = f"{len(served)} Application Load Balancer{'s' if len(served) > 1 else ''}"
     if public:
         detail += f"; {public} internet-facing x at least {zones} public IPv4 addresses (more as it scales)"
-    notes.append("load balancer capacity units (LCU-hours) depend on traffic and are not included")
     return [_fixed("Load balancers", detail, len(served) * alb.usd + public * zones * ip.usd, alb.source)]
 
 
-def shared_items(env: Environment, prices: PriceTable, assembly: Path) -> tuple[list[Item], list[str]]:
-    """The priced items and plain notes (what is left out, what is estimated)."""
+def shared_items(
+    env: Environment, prices: PriceTable, assembly: Path, usage: dict[str, Usage]
+) -> tuple[list[Item], list[str]]:
+    """The priced items and plain notes; ``usage``: each fleet's hours a month (``schedule.monthly_usage``)."""
     items: list[Item] = []
-    notes = ["data processing and transfer (NAT, endpoints, FSx to S3) depend on traffic and are not included"]
+    notes: list[str] = []
     fs = env.storage.file_system
     key = fs.deployment_type.value
     if fs.deployment_type.persistent:
@@ -137,29 +171,8 @@ def shared_items(env: Environment, prices: PriceTable, assembly: Path) -> tuple[
                 ep.source,
             )
         )
-    items.extend(_load_balancers(env, prices, notes))
-    gp3 = prices.service("ebs_gp3_gb_month")
-    metric = prices.service("cloudwatch_metric_month")
-    ebs, metrics = {}, {}
-    for size, fleets in fleet_sizes(env).items():
-        gib = sum(n * (f.root_volume_gib + f.scratch_volume_gib) for f, n in fleets)
-        ebs[size] = gib * gp3.usd / HOURS_PER_MONTH
-        count = sum(
-            n * metrics_per_node(get_instance_type(f.instance_types[0]).gpu_count, scratch=f.scratch_volume_gib > 0)
-            + len(metric_names())
-            + HEALTH_METRICS_PER_FLEET
-            for f, n in fleets
-        )
-        metrics[size] = count * metric.usd / HOURS_PER_MONTH
-    items.append(Item("EBS volumes", "gp3 root and scratch volumes of the running nodes", ebs, gp3.source))
-    items.append(
-        Item(
-            "CloudWatch custom metrics",
-            "agent and health metrics (estimate from the agent config)",
-            metrics,
-            metric.source,
-        )
-    )
+    items.extend(_load_balancers(env, prices))
+    items.extend(_node_items(env, prices, usage))
     alarms = count_alarms(assembly)
     if alarms is None:
         notes.append(

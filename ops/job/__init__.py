@@ -4,8 +4,9 @@
 - ``nodes``: which nodes of a fleet a job runs on (``pick_nodes``), its rendezvous, processes per node
 - ``remote``: the job document run on nodes (``send``) and its invocations awaited (``wait``)
 - ``history``: the jobs started earlier, from the document's command history (``launches``)
-- ``launch``: ``job run`` (a new job or ``--resume``)
+- ``launch``: ``job run`` (a new job or ``--resume``), its arguments checked first (``ops/args.py``)
 - ``logs``: a job's output from its log streams
 - ``render``: what the commands print (plan and progress on stderr, tables on stdout)
+- ``fabric_args``: ``job fabric-test``'s arguments checked before the fabric check (``ops/fabric``) runs
 - ``command``: the Typer sub-app ``job``
 """

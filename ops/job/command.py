@@ -21,6 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from config.loader import CONFIG_DIR
 from ops.fabric.command import fabric_test
+from ops.job.fabric_args import checked
 
 app = typer.Typer(
     name="job",
@@ -52,10 +53,14 @@ def _one_line_errors(region: Callable[[], str]) -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
-def _open(env: str, config_dir: Path) -> Any:
+def _open(env: str, config_dir: Path, job: str | None = None) -> Any:
+    """The environment and its account; ``job`` (a job id argument) is checked first, before either."""
     from ops.job.context import open_context
+    from ops.job.launch import check_job_id
 
     with _one_line_errors(lambda: "the config's region"):
+        if job is not None:
+            check_job_id(job, "JOB")
         return open_context(env, config_dir)
 
 
@@ -74,23 +79,18 @@ def run(
     config_dir: ConfigDirOption = CONFIG_DIR,
 ) -> None:
     """Start a job (torchrun on every node) on InService, healthy nodes of a training fleet; print its id."""
-    from ops.job.context import JobError
-    from ops.job.launch import plan_new, plan_resume
+    from ops.job.context import load_config, open_account
+    from ops.job.launch import check_run_arguments, plan_new, plan_resume
+    from ops.job.nodes import training_fleet_of
     from ops.job.render import print_plan, progress
 
-    context = _open(env, config_dir)
+    with _one_line_errors(lambda: "the config's region"):  # the arguments, then the config: no AWS call yet
+        check_run_arguments(fleet, command, nodes=nodes, name=name, workdir=workdir, resume=resume)
+        environment, shown = load_config(env, config_dir)
+        training_fleet_of(environment, shown, fleet, nodes)
+        context = open_account(environment, shown)
     with _one_line_errors(lambda: context.environment.region):
         if resume is not None:
-            given = [
-                flag
-                for flag, value in (("COMMAND", command), ("--nodes", nodes), ("--name", name), ("--workdir", workdir))
-                if value
-            ]
-            if given:
-                raise JobError(
-                    f"--resume reuses the job's command, node count, id and working directory; fix: leave out "
-                    f"{', '.join(given)}"
-                )
             plan = plan_resume(context, fleet, resume)
         else:
             plan = plan_new(context, fleet, command or [], nodes=nodes, name=name, workdir=workdir)
@@ -134,7 +134,7 @@ def _states(env: str, job: str, config_dir: Path, action: str, json_out: bool) -
     from ops.job.launch import RUNNING_STATES, job_states
     from ops.job.render import states_table
 
-    context = _open(env, config_dir)
+    context = _open(env, config_dir, job)
     with _one_line_errors(lambda: context.environment.region):
         launch = latest_launch(context, job)
         reports = job_states(context, list(launch.instance_ids), job, action)
@@ -182,7 +182,7 @@ def logs(
     from ops.job.history import latest_launch
     from ops.job.launch import RUNNING_STATES, job_states
 
-    context = _open(env, config_dir)
+    context = _open(env, config_dir, job)
     with _one_line_errors(lambda: context.environment.region):
         if not follow:
             lines: Any = job_logs.read(context, job)
@@ -203,8 +203,9 @@ def logs(
             raise typer.Exit(0) from None
 
 
-# The fabric check runs through the same job document; its command lives with its parser and floors.
+# The fabric check runs through the same job document; its command lives with its parser and floors, its
+# arguments are checked (ops/job/fabric_args.py) before it runs.
 app.command(
     "fabric-test",
     epilog="Example: gpu-platform job fabric-test --env staging --fleet training",
-)(fabric_test)
+)(checked(fabric_test))

@@ -60,14 +60,18 @@ def aws_failure(err: Exception, region: str) -> JobError:
     return JobError(f"AWS: {describe_failure(err)}; fix: check the credentials, the network and the region")
 
 
-def open_context(env: str, config_dir: Path | None = None, session: boto3.session.Session | None = None) -> JobContext:
-    """Load ``env`` and open its account: the credentials must be the config's account, in its region."""
+def load_config(env: str, config_dir: Path | None = None) -> tuple[Environment, str]:
+    """``env``'s config and its file as shown in messages; no AWS call."""
     folder = config_dir or CONFIG_DIR
     try:
         environment = load_environment(env, folder)
     except ConfigError as err:
         raise JobError("\n".join(err.lines)) from None
-    shown = display_path(folder / f"{env}.yaml")
+    return environment, display_path(folder / f"{env}.yaml")
+
+
+def open_account(environment: Environment, shown: str, session: boto3.session.Session | None = None) -> JobContext:
+    """The account of ``environment``: the credentials must be the config's account, in its region."""
     try:
         aws = Aws(session or boto3.session.Session(region_name=environment.region))
         if aws.session.get_credentials() is None:
@@ -81,3 +85,9 @@ def open_context(env: str, config_dir: Path | None = None, session: boto3.sessio
             f"fix: use credentials of account {environment.account} (or set your account id in the config)"
         )
     return JobContext(environment=environment, aws=aws, config_file=shown)
+
+
+def open_context(env: str, config_dir: Path | None = None, session: boto3.session.Session | None = None) -> JobContext:
+    """Load ``env`` and open its account (``load_config``, then ``open_account``)."""
+    environment, shown = load_config(env, config_dir)
+    return open_account(environment, shown, session)

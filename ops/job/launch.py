@@ -8,24 +8,20 @@ with ``Action=start`` on every node. When a node's start fails, the nodes that d
 
 from __future__ import annotations
 
-import re
 import secrets
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from config.catalog import get_instance_type
+from ops import args as arg_checks
+from ops.args import ArgumentError
 from ops.job.context import JobContext, JobError
 from ops.job.history import latest_launch
 from ops.job.nodes import Selection, pick_nodes, procs_per_node, rendezvous_endpoint, running_instances
 from ops.job.remote import Invocation, run_everywhere
 
-#: The job document's patterns (its ``allowedPattern``s), checked here first for a one-line error.
-JOB_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
-WORKDIR = re.compile(r"^/fsx(/[A-Za-z0-9._-]+)*$")
-MAX_COMMAND = 4096
 #: Unit states in which a job still runs on a node.
 RUNNING_STATES = frozenset({"active", "activating", "deactivating", "reloading"})
 
@@ -48,37 +44,51 @@ def new_job_id(fleet: str, now: datetime | None = None, token: str | None = None
     return f"{fleet}-{when:%Y%m%d-%H%M%S}-{token or secrets.token_hex(2)}"
 
 
-def check_job_id(job_id: str) -> str:
-    if not JOB_ID.match(job_id):
-        raise JobError(
-            f"--name: {job_id!r} is not a job name; fix: 1-128 characters, letters, digits, '.', '_' and '-', "
-            "not starting with '.' or '-'"
-        )
-    return job_id
+def _checked(check: Callable[..., Any], *values: Any) -> Any:
+    """``check`` of ``ops.args``; its ``ArgumentError`` as a ``JobError`` (exit 2)."""
+    try:
+        return check(*values)
+    except ArgumentError as err:
+        raise JobError(str(err)) from None
+
+
+def check_job_id(job_id: str, option: str = "--name") -> str:
+    return str(_checked(arg_checks.job_name, job_id, option))
 
 
 def check_command(argv: list[str]) -> str:
     """The user's command as the one string the runner splits again (``shlex.join``)."""
-    if not argv:
-        raise JobError("no command; fix: give the job's command after --, e.g. -- python3 train.py --epochs 3")
-    command = shlex.join(argv)
-    if "\n" in command or "\r" in command:
-        raise JobError("the command holds a line break; fix: put multi-line logic in a script on /fsx and run it")
-    if len(command) > MAX_COMMAND:
-        raise JobError(
-            f"the command is {len(command)} characters, the job document takes at most {MAX_COMMAND}; "
-            "fix: put the arguments in a file on /fsx and pass its path"
-        )
-    return command
+    return str(_checked(arg_checks.job_command, argv))
 
 
 def check_workdir(workdir: str) -> str:
-    if not WORKDIR.match(workdir):
-        raise JobError(
-            f"--workdir: {workdir!r} is not below /fsx; fix: a path such as /fsx/jobs/NAME (letters, digits, "
-            "'.', '_' and '-' in each part)"
-        )
-    return workdir
+    """The working directory normalised (``/fsx/a/../b`` is ``/fsx/b``), at or below /fsx."""
+    return str(_checked(arg_checks.fsx_path, workdir))
+
+
+def check_run_arguments(
+    fleet: str,
+    argv: list[str] | None,
+    *,
+    nodes: int | None = None,
+    name: str | None = None,
+    workdir: str | None = None,
+    resume: str | None = None,
+) -> None:
+    """What ``job run`` can refuse from its arguments alone, before the config and the account are read."""
+    if resume is not None:
+        options = (("COMMAND", argv), ("--nodes", nodes), ("--name", name), ("--workdir", workdir))
+        given = [flag for flag, value in options if value]
+        if given:
+            raise JobError(
+                f"--resume reuses the job's command, node count, id and working directory; fix: leave out "
+                f"{', '.join(given)}"
+            )
+        check_job_id(resume, "--resume")
+        return
+    job_id = check_job_id(name) if name is not None else new_job_id(fleet)
+    check_command(argv or [])
+    check_workdir(workdir or f"/fsx/jobs/{job_id}")
 
 
 def plan_new(

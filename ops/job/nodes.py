@@ -14,6 +14,7 @@ from typing import Any
 
 from config.catalog import get_instance_type
 from config.fleets import Fleet, FleetRole
+from config.schema import Environment
 from ops.job.context import JobContext, JobError
 
 
@@ -38,19 +39,30 @@ class Selection:
 
 def training_fleet(context: JobContext, name: str) -> Fleet:
     """The fleet ``name`` of the environment; it must be a training fleet."""
-    fleets = {f.name: f for f in context.environment.fleets}
+    return training_fleet_of(context.environment, context.config_file, name)
+
+
+def training_fleet_of(environment: Environment, config_file: str, name: str, nodes: int | None = None) -> Fleet:
+    """The training fleet ``name`` of ``environment`` (no AWS call); ``nodes`` may not exceed its
+    ``capacity.max``: the group never holds more."""
+    fleets = {f.name: f for f in environment.fleets}
     training = ", ".join(n for n, f in fleets.items() if f.role is FleetRole.TRAINING) or "none"
     if name not in fleets:
         raise JobError(
-            f"{context.config_file}: fleets: no fleet named {name!r}; fix: use a training fleet of the file "
-            f"({training})"
+            f"{config_file}: fleets: no fleet named {name!r}; fix: use a training fleet of the file ({training})"
         )
-    if fleets[name].role is not FleetRole.TRAINING:
+    fleet = fleets[name]
+    if fleet.role is not FleetRole.TRAINING:
         raise JobError(
-            f"{context.config_file}: fleets: {name} is an {fleets[name].role.value} fleet, jobs run on training "
+            f"{config_file}: fleets: {name} is an {fleet.role.value} fleet, jobs run on training "
             f"fleets; fix: use one of: {training}"
         )
-    return fleets[name]
+    if nodes is not None and nodes > fleet.capacity.max:
+        raise JobError(
+            f"--nodes: {nodes} is more than fleets[{name}].capacity.max ({fleet.capacity.max}) in {config_file}; "
+            f"fix: raise fleets[{name}].capacity.max to at least {nodes} and deploy, or ask for fewer nodes"
+        )
+    return fleet
 
 
 def _group(context: JobContext, group_name: str) -> dict[str, Any]:

@@ -69,23 +69,36 @@ def _run_one(name: str, check: Check, env: Environment, aws: Aws) -> list[Findin
                 f"AWS rejected the credentials in {env.region} ({describe_failure(err)}); fix: refresh them "
                 f"(aws sso login, or new keys), or enable {env.region} for the account if it is an opt-in region"
             ) from None
-        return [Finding(name, Level.WARNING, f"could not run: {describe_failure(err)}", f"allow {READ_ACCESS}")]
+        return [Finding(name, Level.UNCHECKED, f"could not run: {describe_failure(err)}", f"allow {READ_ACCESS}")]
     except BotoCoreError as err:
-        return [Finding(name, Level.WARNING, f"could not run: {describe_failure(err)}", "check network access to AWS")]
+        return [
+            Finding(name, Level.UNCHECKED, f"could not run: {describe_failure(err)}", "check network access to AWS")
+        ]
 
 
 def run_checks(env: Environment, aws: Aws, assembly: Path | None = None) -> list[Finding]:
-    """Every check's findings, WARNINGs of suppressed checks turned INFO; a failed gate skips the rest."""
+    """Every check's findings, WARNINGs of suppressed checks turned INFO; a gate that failed skips the rest,
+    and so does an account check that could not run (the others would read an account nobody confirmed)."""
     findings: list[Finding] = []
     todo = list(checks(env, assembly).items())
     for index, (name, check) in enumerate(todo):
         found = _run_one(name, check, env, aws)
         findings += [_suppressed(f) if name in env.preflight.suppress else f for f in found]
+        rest = [n for n, _ in todo[index + 1 :]]
         if name in GATES and any(f.level is Level.ERROR for f in found):
-            skipped = ", ".join(n for n, _ in todo[index + 1 :])
-            findings.append(Finding(name, Level.INFO, f"skipped until {name} passes: {skipped}"))
+            findings.append(Finding(name, Level.INFO, f"skipped until {name} passes: {', '.join(rest)}"))
+            break
+        if name == "account" and any(f.level is Level.UNCHECKED for f in found):
+            why = "not run: the account check could not run, so whose account would be read is unknown"
+            findings += [Finding(n, Level.UNCHECKED, why, found[0].fix) for n in rest]
             break
     return findings
+
+
+def checked_nothing(findings: list[Finding]) -> bool:
+    """True when checks could not run and none but the account check (which any credentials answer) did."""
+    ran = {f.check for f in findings if f.level is not Level.UNCHECKED}
+    return any(f.level is Level.UNCHECKED for f in findings) and not ran - {"account"}
 
 
 def _suppressed(finding: Finding) -> Finding:
@@ -94,7 +107,7 @@ def _suppressed(finding: Finding) -> Finding:
     return Finding(finding.check, Level.INFO, f"{finding.message} (WARNING suppressed in config)", finding.fix)
 
 
-_STYLE = {Level.ERROR: "bold red", Level.WARNING: "yellow", Level.INFO: "green"}
+_STYLE = {Level.ERROR: "bold red", Level.WARNING: "yellow", Level.UNCHECKED: "magenta", Level.INFO: "green"}
 
 
 def render(env: Environment, findings: list[Finding], console: Console) -> None:
@@ -105,7 +118,10 @@ def render(env: Environment, findings: list[Finding], console: Console) -> None:
         table.add_row(f.check, f"[{_STYLE[f.level]}]{f.level.value}[/]", escape(f.message), escape(f.fix))
     console.print(table)
     counts = {level: sum(f.level is level for f in findings) for level in Level}
-    console.print(f"{counts[Level.ERROR]} error(s), {counts[Level.WARNING]} warning(s), {counts[Level.INFO]} info")
+    console.print(
+        f"{counts[Level.ERROR]} error(s), {counts[Level.WARNING]} warning(s), {counts[Level.UNCHECKED]} could not "
+        f"run, {counts[Level.INFO]} info"
+    )
 
 
 def preflight_command(
@@ -118,8 +134,9 @@ def preflight_command(
     assembly: Path | None = None,
     aws: Aws | None = None,
 ) -> int:
-    """Run the preflight checks of ``env``; 0 ok, 1 findings (ERROR, or WARNING with ``strict``), 2 config or
-    credentials problem (one line on stderr). ``aws`` replaces the clients made from ``session``."""
+    """Run the preflight checks of ``env``; 0 ok, 1 findings (ERROR, or with ``strict`` a WARNING or a check that
+    could not run), 2 a config or credentials problem, or no check could run (one line on stderr). ``aws``
+    replaces the clients made from ``session``."""
     try:
         environment = load_environment(env, config_dir or CONFIG_DIR)
     except ConfigError as err:
@@ -140,4 +157,13 @@ def preflight_command(
         print(json.dumps([{**f.__dict__, "level": f.level.value} for f in findings], indent=2))
     else:
         render(environment, findings, Console())
+    if checked_nothing(findings):
+        first = next(f for f in findings if f.level is Level.UNCHECKED)
+        count = sum(f.level is Level.UNCHECKED for f in findings)
+        print(
+            f"preflight {environment.name}: nothing was checked: {count} check(s) could not run, e.g. {first.check}: "
+            f"{first.message}; fix: {first.fix}",
+            file=sys.stderr,
+        )
+        return 2
     return exit_code(findings, strict)

@@ -116,7 +116,7 @@ def test_each_served_fleet_pays_for_its_load_balancer(tmp_path: Path) -> None:
     lb = items["Load balancers"]
     assert lb["detail"] == "1 Application Load Balancer"
     assert lb["hourly_usd"] == {"min": 0.0225, "desired": 0.0225, "max": 0.0225}  # there at every size
-    assert any("LCU-hours" in note for note in report["notes"])
+    assert any(item["item"] == "load balancer capacity units" for item in report["left_out"])
 
     public = env.model_copy(
         update={
@@ -238,7 +238,16 @@ def test_live_prices_replace_the_table(tmp_path: Path, capsys: pytest.CaptureFix
     # the other zone's cheaper offer is not the fleet's zone
     assert fleets["block"]["unit_prices_usd"]["capacity_block"] == pytest.approx(50.0)
     assert fleets["block"]["hourly_usd"]["planned"] == pytest.approx(100.0)
+    # the block's window, 48 h, at the offering's rate: 2 x 48 x $50 = $4,800, the offering's UpfrontFee
+    assert fleets["block"]["capacity_block"]["fee_usd"] == pytest.approx(4800.0)
     assert "live from the account" in doc["prices"]["source"]
+    # live figures are not estimates
+    assert fleets["inference"]["estimates"] == {"spot": False, "capacity_block": False}
+    assert fleets["block"]["estimates"]["capacity_block"] is False
+    assert "capacity_block" not in doc["estimates"]
+    # the answer had no g6.xlarge price: the training fleet keeps the table's estimate, flagged, with a note
+    assert fleets["training"]["estimates"]["spot"] is True and "spot" in doc["estimates"]
+    assert any("no live Spot price for g6.xlarge" in note for note in doc["notes"])
 
 
 def test_block_durations_the_api_takes() -> None:
@@ -258,21 +267,6 @@ def test_live_without_credentials_is_one_line(
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     code, out, err = run_cli(capsys, "cost", "--env", "dev", "--live", "--config-dir", str(config_dir(tmp_path)))
     assert (code, out, err) == (2, "", NO_CREDENTIALS + "\n")
-
-
-def test_a_region_without_prices_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    def change(doc: dict[str, Any]) -> None:
-        moved = json.loads(json.dumps(doc).replace("us-east-1", "eu-west-1"))
-        doc.clear()
-        doc.update(moved)
-
-    folder = config_dir(tmp_path, env="dev", change=change)
-    code, out, err = run_cli(capsys, "cost", "--env", "dev", "--config-dir", str(folder))
-    assert (code, out) == (2, "")
-    assert err == (
-        "ops/cost/prices.yaml: on_demand.region: the catalog's On-Demand prices are for us-east-1, the environment "
-        "is in eu-west-1; fix: deploy to us-east-1 or add that region's prices\n"
-    )
 
 
 @pytest.mark.parametrize("env_name", ["dev", "staging"])

@@ -95,8 +95,8 @@ def test_too_few_nodes_says_how_many_and_how_to_get_more(aws, nodes, capsys) -> 
     assert err.count("\n") == 1
     assert err.startswith("fleet training: 1 node InService and Healthy, the job needs 2 (left out: ")
     assert f"aws autoscaling set-desired-capacity --auto-scaling-group-name {GROUP} --desired-capacity 2" in err
-    code, _, err = job_run(capsys, "--nodes", "3", "--", "true")  # staging: capacity.max 2
-    assert code == 1 and "raise fleets[training].capacity.max to at least 3 in " in err
+    code, _, err = job_run(capsys, "--nodes", "3", "--", "true")  # staging: capacity.max 2, known without AWS
+    assert code == 2 and "fix: raise fleets[training].capacity.max to at least 3 and deploy" in err
     assert fleet.commands() == []  # nothing was sent
 
 

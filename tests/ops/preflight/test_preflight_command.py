@@ -182,16 +182,17 @@ def test_rejected_credentials_are_one_line_and_exit_2(
     assert len(err.splitlines()) == 1
 
 
-def test_denied_check_is_a_warning_naming_the_call(
+def test_denied_check_could_not_run_and_names_the_call(
     aws: Aws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _bootstrapped(aws)
     stub = Stubber(aws.client("service-quotas"))
     stub.add_client_error("get_service_quota", "AccessDeniedException", "not authorized")
     stub.activate()
-    preflight_command("dev", True, _config(tmp_path), assembly=_assembly(tmp_path), aws=aws)
+    code = preflight_command("dev", True, _config(tmp_path), assembly=_assembly(tmp_path), aws=aws)
     [vcpu] = [f for f in _json(capsys) if f["check"] == "vcpu-quotas"]
-    assert vcpu["level"] == "WARNING"
+    assert code == 0  # the other checks ran and passed; --strict fails on it (test_preflight_unchecked.py)
+    assert vcpu["level"] == "UNCHECKED"
     assert vcpu["message"] == "could not run: GetServiceQuota failed (AccessDeniedException: not authorized)"
     assert "servicequotas:Get*/List*" in vcpu["fix"]
 
@@ -202,7 +203,7 @@ def test_table_for_people(aws: Aws, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert preflight_command("dev", False, _config(tmp_path), assembly=_assembly(tmp_path), aws=aws) == 0
     out = capsys.readouterr().out
     assert "preflight dev (account 123456789012, us-east-1)" in out
-    assert "0 error(s), 0 warning(s)" in out
+    assert "0 error(s), 0 warning(s), 0 could not run" in out
 
 
 def test_table_shows_fixes_as_written(
