@@ -48,6 +48,10 @@ class Pipeline(Strict):
     #: Environments of ``promotion`` whose post-deploy check also runs the fabric check on their training fleets
     #: (``gpu-platform job fabric-test``, through the role ``gpu-platform-<env>-fabric-check`` of that environment).
     fabric_check: list[str] = Field(default_factory=list)
+    #: Environments of ``promotion`` whose deploy first checks that their golden AMI is the one the fabric check of
+    #: the nearest environment of ``fabric_check`` before them ran on (``ami_gate_source``), through the role
+    #: ``gpu-platform-<env>-ami-gate`` of that environment.
+    ami_gate: list[str] = Field(default_factory=list)
     tags: dict[str, str]
 
     @field_validator("connection_arn")
@@ -98,13 +102,26 @@ class Pipeline(Strict):
                     "fix: list each environment once"
                 )
             seen.setdefault(name, i)
-        for field in ("manual_approval", "fabric_check"):
+        for field in ("manual_approval", "fabric_check", "ami_gate"):
             for i, name in enumerate(getattr(self, field)):
                 if name not in seen:
                     problems.append(f"@{field}[{i}]: {name!r} is not in promotion; fix: use one of {', '.join(seen)}")
+        for i, name in enumerate(self.ami_gate):
+            if name in seen and self.ami_gate_source(name) is None:
+                problems.append(
+                    f"@ami_gate[{i}]: {name!r} has no environment of fabric_check before it in promotion, so no "
+                    f"fabric check tests its AMI; fix: add the environment before it that tests the AMI to "
+                    f"fabric_check, or remove {name!r} from ami_gate"
+                )
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    def ami_gate_source(self, env: str) -> str | None:
+        """The environment whose fabric check ``env``'s AMI gate compares with: the nearest one of
+        ``fabric_check`` before ``env`` in ``promotion`` (None when there is none)."""
+        before = self.promotion[: self.promotion.index(env)] if env in self.promotion else []
+        return next((name for name in reversed(before) if name in self.fabric_check), None)
 
 
 def load_pipeline(config_dir: Path = CONFIG_DIR) -> Pipeline:
@@ -145,9 +162,21 @@ def fabric_step_role_name(env: str) -> str:
     return f"gpu-platform-pipeline-{env}-fabric-check"
 
 
+def ami_gate_role_name(env: str) -> str:
+    """The role of environment ``env`` the pipeline's AMI gate assumes (created only where ``ami_gate`` lists
+    ``env``): it reads the AMI parameter and describes images."""
+    return f"gpu-platform-{env}-ami-gate"
+
+
+def ami_gate_step_role_name(env: str) -> str:
+    """The tooling account's role of ``env``'s AmiGate step: the one principal the environment's role trusts."""
+    return f"gpu-platform-pipeline-{env}-ami-gate"
+
+
 @dataclass(frozen=True)
 class FabricCheckTrust:
-    """Who may assume an environment's fabric check role: one named role of the tooling account."""
+    """Who may assume a role of an environment that a pipeline step uses (the fabric check's, the AMI gate's):
+    one named role of the tooling account."""
 
     account: str
     role_name: str
@@ -174,6 +203,20 @@ def fabric_check_trust(env: Environment, config_dir: Path = CONFIG_DIR) -> Fabri
             ]
         )
     return FabricCheckTrust(account=pipeline.account, role_name=fabric_step_role_name(env.name))
+
+
+def ami_gate_trust(env: Environment, config_dir: Path = CONFIG_DIR) -> FabricCheckTrust | None:
+    """The trust of ``env``'s AMI gate role, or None where the pipeline does not gate ``env``'s deploy on its AMI.
+
+    Read from ``<config_dir>/pipeline/pipeline.yaml`` (absent: None) by the environment's own synth too, as
+    ``fabric_check_trust`` is.
+    """
+    if not (config_dir / PIPELINE_FILE).is_file():
+        return None
+    pipeline = load_pipeline(config_dir)
+    if env.name not in pipeline.ami_gate:
+        return None
+    return FabricCheckTrust(account=pipeline.account, role_name=ami_gate_step_role_name(env.name))
 
 
 def pinned_cdk_cli_version(package_json: Path) -> str:

@@ -15,7 +15,14 @@ from config.pipeline_schema import Pipeline
 from config.sharing import ImageSharing
 from gpu_constructs.pipeline.pipeline_acknowledgments import acknowledge_pipeline_grants
 from gpu_constructs.pipeline.pipeline_artifacts import PipelineArtifacts
-from gpu_constructs.pipeline.pipeline_steps import fabric_check, manual_approval, post_deploy_check, synth_step
+from gpu_constructs.pipeline.pipeline_steps import (
+    FABRIC_AMI_VARIABLE,
+    ami_gate,
+    fabric_check,
+    manual_approval,
+    post_deploy_check,
+    synth_step,
+)
 from stacks.platform_stage import PlatformStage
 
 #: Construct id and CloudFormation name of the pipeline stack: ``cdk deploy -c pipeline=true gpu-platform-pipeline``.
@@ -31,7 +38,8 @@ class PipelineStack(Stack):
     laptop synth creates it: same construct paths, so the same templates (the VPC's
     Name tags carry the path) in the same ``cdk.out/assembly-<env>/`` folders. A
     stage deploys only after the one before it deployed and passed its post-deploy
-    check; a stage listed in ``manual_approval`` waits for a person first.
+    check; a stage listed in ``manual_approval`` waits for a person first; one listed in
+    ``ami_gate`` then deploys only if its golden AMI is the one an earlier fabric check ran on.
 
     Attributes:
         pipeline: the ``pipelines.CodePipeline`` (built: ``pipeline.pipeline`` is the CodePipeline).
@@ -95,32 +103,72 @@ class PipelineStack(Stack):
         if app is None:
             raise TypeError(f"{self.node.path}: the pipeline stack needs an app above it for its environments' stages")
         self.stages: list[PlatformStage] = []
-        checks: dict[str, pipelines.CodeBuildStep] = {}
-        fabric: dict[str, pipelines.CodeBuildStep] = {}
+        self._checks: dict[str, pipelines.CodeBuildStep] = {}
+        self._fabric: dict[str, pipelines.CodeBuildStep] = {}
+        self._gates: dict[str, pipelines.CodeBuildStep] = {}
         for name in config.promotion:
             env = by_name[name]
             stage = PlatformStage(app, env=env, image_sharing=image_sharing[env.name])
-            checks[name] = post_deploy_check(
+            self._checks[name] = post_deploy_check(
                 self, environment=name, account=env.account, region=env.region, source=source
             )
-            post: list[pipelines.Step] = [checks[name]]
-            if name in config.fabric_check:  # its stage made the role the step assumes (FleetStack)
-                if stage.fleets.fabric_check_role is None:
-                    raise TypeError(f"{name}: fabric_check lists it but its Fleets stack has no fabric check role")
-                training = [f.name for f in env.fleets if f.role is FleetRole.TRAINING]
-                fabric[name] = fabric_check(
-                    self, environment=name, account=env.account, fleets=training, source=source, after=checks[name]
-                )
-                post.append(fabric[name])
-            self.pipeline.add_stage(
-                stage,
-                pre=[manual_approval(environment=name)] if name in config.manual_approval else None,
-                post=post,
-            )
+            post: list[pipelines.Step] = [self._checks[name]]
+            if name in config.fabric_check:
+                post.append(self._fabric_check(stage, env, source))
+            pre = self._pre_steps(config, stage, env, source)
+            self.pipeline.add_stage(stage, pre=pre or None, post=post)
             self.stages.append(stage)
         # Built now rather than at synth, so that what it generates can be hardened and acknowledged.
         self.pipeline.build_pipeline()
         self.artifacts = PipelineArtifacts(self, "Artifacts", bucket=self.pipeline.pipeline.artifact_bucket)
-        projects = {n: step.project for n, step in checks.items()}
-        projects.update({f"{n} (fabric check)": step.project for n, step in fabric.items()})
+        projects = {f"{n} (post-deploy check)": step.project for n, step in self._checks.items()}
+        projects.update({f"{n} (fabric check)": step.project for n, step in self._fabric.items()})
+        projects.update({f"{n} (AMI gate)": step.project for n, step in self._gates.items()})
         acknowledge_pipeline_grants(self.pipeline, check_projects=projects)
+
+    def _fabric_check(
+        self, stage: PlatformStage, env: Environment, source: pipelines.IFileSetProducer
+    ) -> pipelines.CodeBuildStep:
+        """The FabricCheck step of ``env``, after its read-only check; its stage made the role the step assumes."""
+        if stage.fleets.fabric_check_role is None:
+            raise TypeError(f"{env.name}: fabric_check lists it but its Fleets stack has no fabric check role")
+        training = [f.name for f in env.fleets if f.role is FleetRole.TRAINING]
+        step = fabric_check(
+            self,
+            environment=env.name,
+            account=env.account,
+            fleets=training,
+            source=source,
+            after=self._checks[env.name],
+        )
+        self._fabric[env.name] = step
+        return step
+
+    def _pre_steps(
+        self, config: Pipeline, stage: PlatformStage, env: Environment, source: pipelines.IFileSetProducer
+    ) -> list[pipelines.Step]:
+        """What runs before ``env``'s stacks are changed: the approval, then the AMI gate.
+
+        The gate runs after the approval, right before the deploy: an approval can wait for days, and an AMI
+        that reaches the parameter while it waits is caught by a gate that runs once it is given.
+        """
+        pre: list[pipelines.Step] = []
+        if env.name in config.manual_approval:
+            pre.append(manual_approval(environment=env.name))
+        tested_in = config.ami_gate_source(env.name)
+        if env.name in config.ami_gate and tested_in is not None:  # the config has a source for every gated one
+            if stage.fleets.ami_gate_role is None:
+                raise TypeError(f"{env.name}: ami_gate lists it but its Fleets stack has no AMI gate role")
+            gate = ami_gate(
+                self,
+                environment=env.name,
+                account=env.account,
+                tested_in=tested_in,
+                tested_ami=self._fabric[tested_in].exported_variable(FABRIC_AMI_VARIABLE),
+                source=source,
+            )
+            for step in pre:
+                gate.add_step_dependency(step)
+            self._gates[env.name] = gate
+            pre.append(gate)
+        return pre

@@ -89,7 +89,8 @@ def acknowledge_pipeline_grants(
 ) -> None:
     """Acknowledge, policy by policy, the findings on the roles of a built ``pipeline``.
 
-    ``check_projects``: each environment's post-deploy check project, by environment name.
+    ``check_projects``: the project of each step that checks an environment (its post-deploy check, its fabric
+    check, its AMI gate), by a label that names the environment and the step.
     """
     code_pipeline = pipeline.pipeline
     objects = {
@@ -129,10 +130,10 @@ def acknowledge_pipeline_grants(
     )
     _inline(policy, "the self-mutation project")
 
-    for environment, project in check_projects.items():
+    for label, project in check_projects.items():
         policy = _default_policy(project.role)
         _ack(policy, {**read, **ARTIFACT_KEY, **_project_findings(project)})
-        _inline(policy, f"the post-deploy check of {environment}")
+        _inline(policy, f"the check step {label}")
 
     assets = pipeline.node.try_find_child("Assets")  # absent while the app has no file assets
     if assets is not None:

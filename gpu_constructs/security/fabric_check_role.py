@@ -1,10 +1,10 @@
 """The role the pipeline's fabric check assumes in an environment: run the benchmark as a job, read, publish.
 
-``gpu-platform job fabric-test`` (``ops/fabric``) lists the training group's nodes, sends the environment's job
-document to them (Action start, status, stop), waits on each invocation, reads the job log streams and
-publishes ``FabricBusBandwidth``. This role may do exactly that, and only the FabricCheck step of the pipeline
-(one named role of the tooling account) may assume it. The platform's permissions boundary applies to it as
-to every role of the environment (``PlatformStage``).
+``gpu-platform job fabric-test`` (``ops/fabric``) lists the training group's nodes and names the AMI they were
+booted from, sends the environment's job document to them (Action start, status, stop), waits on each
+invocation, reads the job log streams and publishes ``FabricBusBandwidth``. This role may do exactly that, and
+only the FabricCheck step of the pipeline (one named role of the tooling account) may assume it. The platform's
+permissions boundary applies to it as to every role of the environment (``PlatformStage``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,14 @@ from gpu_constructs.compliance.acknowledge import acknowledge
 
 #: The Auto Scaling tag every instance of a group carries: the instances SendCommand may reach.
 GROUP_TAG_KEY = "ssm:resourceTag/aws:autoscaling:groupName"
-#: What ops/fabric calls that has no resource type (reads only).
-READ_ONLY_UNSCOPED = ["autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances", "ssm:GetCommandInvocation"]
+#: What ops/fabric calls that has no resource type (reads only); ec2:DescribeImages names the AMI the nodes were
+#: booted from, which the pipeline's AMI gate compares with a later environment's AMI.
+READ_ONLY_UNSCOPED = [
+    "autoscaling:DescribeAutoScalingGroups",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstances",
+    "ssm:GetCommandInvocation",
+]
 
 
 class FabricCheckRole(Construct):
@@ -101,6 +107,7 @@ class FabricCheckRole(Construct):
         acknowledge(
             policy,
             "AwsSolutions-IAM5[Resource::*]",
-            "DescribeAutoScalingGroups, DescribeInstances and GetCommandInvocation have no resource type (reads); "
+            "DescribeAutoScalingGroups, DescribeInstances, DescribeImages and GetCommandInvocation have no resource "
+            "type (reads); "
             "PutMetricData has none either and is held to the environment's namespace (cloudwatch:namespace).",
         )

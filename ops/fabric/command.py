@@ -4,7 +4,8 @@ Runs ``scripts/node/fabric/allreduce_bench.py`` as a job (the job document, torc
 node, then on each pair of a ring of them ((0,1), (1,2), ..., (n-1,0); pairs without a shared node at the
 same time), reads rank 0's table from the job log streams, judges it against the instance type's floor
 (``config/catalog/fabric_floors.csv``), publishes ``FabricBusBandwidth`` (GB/s; dimensions Environment,
-Fleet, InstanceType) to the environment's namespace and names a node that is slow in both its pairs.
+Fleet, InstanceType) to the environment's namespace and names a node that is slow in both its pairs. The report
+names the AMI the nodes were booted from (id and name); nodes of different AMIs are refused (exit 2).
 
 Exit codes: 0 the fabric reaches its floor (or there is no floor: reported), 1 below the floor, wrong
 results, sockets instead of EFA, or a slow pair; 2 the check could not run (config, credentials, fewer
@@ -31,6 +32,7 @@ from config.fleets.fleet import FleetRole as Role
 from config.loader import CONFIG_DIR, display_path, load_environment
 from config.naming import ResourceNames
 from ops.fabric import jobs
+from ops.fabric.ami import node_ami
 from ops.fabric.judge import Verdict, judge, ring_pairs, slow_nodes, slow_pairs, waves
 from ops.fabric.parse import Table, parse
 from ops.fabric.report import FabricResult, print_json, print_tables
@@ -130,6 +132,7 @@ def run_fabric_test(
             line = f"fleet {fleet}: {len(chosen)} InService, healthy node(s); the fabric check needs two or more"
             print(f"{line}; fix: scale the fleet to at least 2 (or run it when training runs)", file=sys.stderr)
             return 0 if allow_idle else 2
+        ami = node_ami(aws, [n.instance_id for n in chosen], names.asg_name(fleet))
         instance_types = sorted({n.instance_type for n in chosen})
         floor = min(
             (f for f in (fabric_floor(t) for t in instance_types) if f is not None),
@@ -156,6 +159,7 @@ def run_fabric_test(
             fleet=fleet,
             instance_types=instance_types,
             nodes=[n.instance_id for n in chosen],
+            ami=ami,
             run_id=run_id,
             table=whole,
             verdict=verdict,

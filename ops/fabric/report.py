@@ -10,6 +10,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from ops.fabric.ami import NodeAmi
 from ops.fabric.judge import Verdict
 from ops.fabric.parse import Table
 
@@ -20,6 +21,7 @@ class FabricResult:
     fleet: str
     instance_types: list[str]
     nodes: list[str]
+    ami: NodeAmi
     run_id: str
     table: Table
     verdict: Verdict
@@ -60,6 +62,7 @@ def as_json(result: FabricResult) -> dict[str, Any]:
         "fleet": result.fleet,
         "instance_types": result.instance_types,
         "nodes": result.nodes,
+        "ami": {"id": result.ami.image_id, "name": result.ami.name},
         "run_id": result.run_id,
         "ranks": result.table.ranks,
         "transport": result.table.transport,
@@ -95,6 +98,8 @@ def print_tables(result: FabricResult, console: Console | None = None) -> None:
     for row in result.table.rows:
         table.add_row(_size(row.size), f"{row.out_of_place.busbw:.2f}", f"{row.in_place.busbw:.2f}")
     console.print(table)
+    name = result.ami.name or "name unknown: EC2 no longer describes it"
+    console.print(f"nodes booted from AMI {result.ami.image_id} ({name})", soft_wrap=True)
     if result.pairs:
         pairs = RichTable(title="per node pair", box=box.SIMPLE)
         pairs.add_column("pair", no_wrap=True)

@@ -14,6 +14,13 @@
 # renews it during a long run, so no secret passes through this script.
 # FABRIC_RUN_TIMEOUT_S: --timeout of each benchmark run (default 600).
 #
+# When every fleet passed, it prints the AMI their nodes were booted from
+# (scripts/ci/ami_gate.py tested: the name, or "not tested: <why>" when no fleet
+# had two nodes) and writes that line to FABRIC_AMI_FILE when set: the step
+# exports it as FABRIC_AMI_NAME, which the AMI gate of a later environment
+# compares with that environment's golden AMI. Fleets whose nodes ran on AMIs
+# of different names exit 2.
+#
 # The exit status is the worst of the fleets': 0 every fleet reaches its floor
 # or has fewer than two nodes (an idle fleet passes), 1 a fleet is below its
 # floor, has wrong results, runs over sockets or has a slow pair, 2 a check
@@ -38,6 +45,10 @@ if (($# == 0)); then
 fi
 role_arn="${FABRIC_ROLE_ARN:?set FABRIC_ROLE_ARN to the fabric check role to assume in the account of the environment}"
 run_timeout="${FABRIC_RUN_TIMEOUT_S:-600}"
+ami_file="${FABRIC_AMI_FILE:-}"
+if [[ -n "$ami_file" ]]; then
+    ami_file="$(realpath -m -- "$ami_file")"  # relative to where the step runs, before the cd below
+fi
 cd "$(dirname "$0")/../.."
 
 work="$(mktemp -d)"
@@ -49,14 +60,27 @@ python="$(check_python "$work" boto3 pydantic PyYAML typer rich)"
 assume_role_profile "$work" fabric "$role_arn" "gpu-platform-fabric-${env_name}"
 
 status=0
+reports=()
 for fleet in "$@"; do
     echo "fabric check: ${env_name} ${fleet}" >&2
     code=0
+    report="${work}/report-${#reports[@]}.json"
     "$python" -m ops.cli job fabric-test --env "$env_name" --fleet "$fleet" --json --allow-idle \
-        --timeout "$run_timeout" || code=$?
+        --timeout "$run_timeout" >"$report" || code=$?
+    cat "$report"  # the JSON report in the build log; empty for a fleet with fewer than two nodes
+    reports+=("$report")
     echo "fabric check: ${env_name} ${fleet}: exit ${code}" >&2
     if ((code > status)); then
         status=$code
     fi
 done
+if ((status == 0)); then
+    tested="$("$python" scripts/ci/ami_gate.py tested "${reports[@]}")" || status=$?
+fi
+if ((status == 0)); then
+    echo "fabric check: ${env_name}: tested AMI: ${tested}" >&2
+    if [[ -n "$ami_file" ]]; then
+        printf '%s\n' "$tested" >"$ami_file"
+    fi
+fi
 exit "$status"

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Sourced by the pipeline's checks of a deployed environment (post_deploy_check.sh, fabric_check.sh);
-# not run on its own. Both run the project's Python with credentials of the environment's own account.
+# Sourced by the pipeline's steps that read an environment (post_deploy_check.sh, fabric_check.sh,
+# ami_gate.sh); not run on its own. Each runs the project's Python with credentials of the environment's
+# own account.
 #
 #   check_python <work dir> <package>...   prints a Python that has those packages: CHECK_PYTHON when set
 #                                           (tests), else a throw-away virtual environment under <work dir>

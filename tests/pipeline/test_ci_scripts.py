@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_constructs.pipeline.pipeline_steps import CHECK_SCRIPT, FABRIC_SCRIPT, SYNTH_SCRIPT
+from gpu_constructs.pipeline.pipeline_steps import CHECK_SCRIPT, FABRIC_SCRIPT, GATE_SCRIPT, SYNTH_SCRIPT
 from tests.synth import ROOT
 
 SHELLCHECK = Path(sys.executable).with_name("shellcheck")
@@ -44,7 +44,7 @@ def test_shellcheck_is_clean(script: Path) -> None:
 
 
 def test_the_pipeline_steps_name_scripts_that_exist_and_run() -> None:
-    for script in (SYNTH_SCRIPT, CHECK_SCRIPT, FABRIC_SCRIPT):
+    for script in (SYNTH_SCRIPT, CHECK_SCRIPT, FABRIC_SCRIPT, GATE_SCRIPT, "scripts/ci/ami_gate.py"):
         path = ROOT / script
         assert path.is_file() and os.access(path, os.X_OK), script
 

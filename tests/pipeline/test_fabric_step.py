@@ -1,12 +1,11 @@
 """The fabric check as an opt-in step of the post-deploy check: ``fabric_check`` of pipeline.yaml, through the
-synthesized pipeline (the FabricCheck action after the read-only check, its project role, the role it assumes)
-to the environment's Fleets stack (that role, trusting the project role only), and the step's script."""
+synthesized pipeline (the FabricCheck action after the read-only check, its project role, the role it assumes,
+the AMI it exports) to the environment's Fleets stack (that role, trusting the project role only). The step's
+script: tests/pipeline/test_fabric_check_script.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +15,18 @@ import yaml
 import app as cdk_app
 from config import ConfigError, load_environment
 from config.pipeline_schema import PIPELINE_FILE, fabric_check_trust
-from gpu_constructs.pipeline.pipeline_steps import FABRIC_RUN_TIMEOUT_S, FABRIC_SCRIPT
+from gpu_constructs.pipeline.pipeline_steps import (
+    FABRIC_AMI_FILE,
+    FABRIC_AMI_VARIABLE,
+    FABRIC_RUN_TIMEOUT_S,
+    FABRIC_SCRIPT,
+)
 from stacks.compliance import platform_app
 from stacks.pipeline_stack import PIPELINE_STACK_NAME
 from tests.app_runs import run_app_process
 from tests.config.test_config_errors import assert_config_failure
 from tests.iam_documents import Resolver
 from tests.ops.helpers import config_dir
-from tests.pipeline.test_ci_scripts import ROOT, _env, _executable, installed_by
 from tests.pipeline.test_pipeline_config import valid_pipeline
 from tests.policy_eval import ALLOW, Request, decide, explain
 from tests.role_policies import roles
@@ -90,9 +93,10 @@ def test_the_app_exits_2_with_that_line(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """``cdk synth -c pipeline=true`` of dev then staging, the fabric check on staging only."""
+    """``cdk synth -c pipeline=true`` of dev, staging, prod: the fabric check on staging only, prod approved by a
+    person and gated on staging's tested AMI (tests/pipeline/test_ami_gate_step.py)."""
     tmp = tmp_path_factory.mktemp("fabric")
-    folder = with_pipeline(config_dir(tmp), promotion=["dev", "staging"], fabric_check=["staging"])
+    folder = with_pipeline(config_dir(tmp), fabric_check=["staging"], manual_approval=["prod"], ami_gate=["prod"])
     context = {**synth_context(), "pipeline": "true", "config_dir": str(folder)}
 
     def build(outdir: Path) -> None:
@@ -101,12 +105,11 @@ def synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory)
         app.synth()
 
     outdir = build_once(pytestconfig, tmp_path_factory, "fabric-pipeline.out", build)
-    environments = [load_environment(name, folder) for name in ("dev", "staging")]
+    environments = [load_environment(name, folder) for name in ("dev", "staging", "prod")]
     envs = collect_stacks(outdir, environments)
     return {
         "pipeline": json.loads((outdir / f"{PIPELINE_STACK_NAME}.template.json").read_text()),
-        "dev": envs.stack("dev", "Fleets").json,
-        "staging": envs.stack("staging", "Fleets").json,
+        **{env.name: envs.stack(env.name, "Fleets").json for env in environments},
         "synth": envs,
     }
 
@@ -126,10 +129,15 @@ def test_the_fabric_step_runs_after_the_read_only_check_of_that_environment_only
     assert "FabricCheck" not in {a["Name"] for a in _actions(synth["pipeline"], "dev")}
     project = synth["pipeline"]["Resources"][actions["FabricCheck"]["Configuration"]["ProjectName"]["Ref"]]
     spec = json.loads(project["Properties"]["Source"]["BuildSpec"])
-    assert spec["phases"]["build"]["commands"] == [f"{FABRIC_SCRIPT} staging training"]
+    assert spec["phases"]["build"]["commands"] == [
+        f"{FABRIC_SCRIPT} staging training",
+        f'export {FABRIC_AMI_VARIABLE}="$(cat "$FABRIC_AMI_FILE")"',
+    ]
+    assert spec["env"]["exported-variables"] == [FABRIC_AMI_VARIABLE]
     env = {v["Name"]: v["Value"] for v in project["Properties"]["Environment"]["EnvironmentVariables"]}
     assert env["FABRIC_ROLE_ARN"] == ENV_ROLE
     assert env["FABRIC_RUN_TIMEOUT_S"] == str(FABRIC_RUN_TIMEOUT_S)
+    assert env["FABRIC_AMI_FILE"] == FABRIC_AMI_FILE
     assert project["Properties"]["TimeoutInMinutes"] == 15 + 4 * (FABRIC_RUN_TIMEOUT_S + 300) // 60
 
 
@@ -188,82 +196,3 @@ def test_the_role_is_inside_the_boundary_of_its_environment(synth) -> None:
     assert {r.action for r, _ in requests} >= {"ssm:SendCommand", "logs:FilterLogEvents", "cloudwatch:PutMetricData"}
     for request, sid in requests:
         assert decide([role.boundary], request) == ALLOW, f"{sid}: " + explain([role.boundary], request)
-
-
-# --- the step's script ------------------------------------------------------------------------------------------
-
-
-def _fake_python(tmp_path: Path, statuses: dict[str, int]) -> tuple[Path, Path]:
-    """Records each run's arguments and AWS profile; exits with the status given for its fleet."""
-    record = tmp_path / "record"
-    cases = " ".join(f"{fleet}) exit {code} ;;" for fleet, code in statuses.items())
-    fake = _executable(
-        tmp_path / "python",
-        "#!/bin/bash\n"
-        f'{{ echo "args: $*"; echo "profile: $AWS_PROFILE"; grep role_ "$AWS_CONFIG_FILE"; '
-        f'echo "key: ${{AWS_ACCESS_KEY_ID:-none}}"; }} >>"{record}"\n'
-        'fleet=""; while (($#)); do [[ $1 == --fleet ]] && fleet=$2; shift; done\n'
-        f'case "$fleet" in {cases} esac\n',
-    )
-    return fake, record
-
-
-def _run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(ROOT / FABRIC_SCRIPT), *args],
-        cwd="/",
-        env={k: v for k, v in _env(**env).items() if k != "FABRIC_ROLE_ARN" or "FABRIC_ROLE_ARN" in env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def test_script_runs_fabric_test_for_each_fleet_as_the_environment_role(tmp_path: Path) -> None:
-    fake, record = _fake_python(tmp_path, {"training": 0, "big": 0})
-    result = _run(
-        tmp_path, "staging", "training", "big", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake), AWS_ACCESS_KEY_ID="AK"
-    )
-    assert result.returncode == 0, result.stderr
-    runs = record.read_text().split("args: ")[1:]
-    assert [r.splitlines()[0] for r in runs] == [
-        f"-m ops.cli job fabric-test --env staging --fleet {fleet} --json --allow-idle --timeout 600"
-        for fleet in ("training", "big")
-    ]
-    for run in runs:
-        assert run.splitlines()[1:] == [
-            "profile: fabric",
-            f"role_arn = {ENV_ROLE}",
-            "role_session_name = gpu-platform-fabric-staging",
-            "key: none",  # the container's credentials are the source
-        ]
-
-
-@pytest.mark.parametrize(
-    ("statuses", "expected"), [({"a": 1, "b": 0}, 1), ({"a": 0, "b": 2}, 2), ({"a": 1, "b": 2}, 2)]
-)
-def test_a_fleet_below_its_floor_or_unchecked_fails_the_step_after_every_fleet_ran(
-    tmp_path: Path, statuses: dict[str, int], expected: int
-) -> None:
-    fake, record = _fake_python(tmp_path, statuses)
-    result = _run(tmp_path, "staging", "a", "b", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake))
-    assert result.returncode == expected
-    assert record.read_text().count("args: ") == 2
-
-
-def test_script_refuses_without_a_role_or_a_fleet(tmp_path: Path) -> None:
-    fake, record = _fake_python(tmp_path, {"training": 0})
-    no_role = _run(tmp_path, "staging", "training", CHECK_PYTHON=str(fake))
-    assert no_role.returncode != 0 and "FABRIC_ROLE_ARN" in no_role.stderr
-    no_fleet = _run(tmp_path, "staging", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake))
-    assert no_fleet.returncode == 2 and "usage:" in no_fleet.stderr
-    assert not record.exists()
-
-
-def test_script_installs_what_the_command_line_needs_at_the_pinned_versions(tmp_path: Path) -> None:
-    pinned = {
-        line.split("==")[0]: line for line in (ROOT / "requirements.txt").read_text().splitlines() if "==" in line
-    }
-    wanted = [pinned[name] for name in ("boto3", "pydantic", "PyYAML", "typer", "rich")]
-    assert sorted(installed_by(FABRIC_SCRIPT, tmp_path)) == sorted(wanted)
-    assert os.access(ROOT / FABRIC_SCRIPT, os.X_OK)

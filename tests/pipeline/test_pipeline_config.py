@@ -14,7 +14,7 @@ from config.pipeline_schema import PIPELINE_FILE, load_pipeline
 
 SHOWN = str(PIPELINE_FILE)  # the tests run in the config folder they write
 ARN = "arn:aws:codeconnections:us-east-1:444444444444:connection/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
-KEYS = "account, branch, connection_arn, fabric_check, manual_approval, promotion, region, repository, tags"
+KEYS = "account, ami_gate, branch, connection_arn, fabric_check, manual_approval, promotion, region, repository, tags"
 
 
 def valid_pipeline() -> dict[str, Any]:
@@ -148,6 +148,20 @@ CASES = [
         id="fabric-check-not-a-list",
     ),
     pytest.param(
+        {"fabric_check": ["staging"], "ami_gate": ["qa"]},
+        [f"{SHOWN}: ami_gate[0]: 'qa' is not in promotion; fix: use one of dev, staging, prod"],
+        id="ami-gate-not-promoted",
+    ),
+    pytest.param(
+        {"fabric_check": ["prod"], "ami_gate": ["staging"]},
+        [
+            f"{SHOWN}: ami_gate[0]: 'staging' has no environment of fabric_check before it in promotion, so no "
+            "fabric check tests its AMI; fix: add the environment before it that tests the AMI to fabric_check, or "
+            "remove 'staging' from ami_gate"
+        ],
+        id="ami-gate-without-an-earlier-fabric-check",
+    ),
+    pytest.param(
         {"promotions": ["dev"]},
         [f"{SHOWN}: promotions: unknown key; fix: did you mean 'promotion'? remove it or use one of {KEYS}"],
         id="unknown-key",
@@ -177,6 +191,13 @@ def test_several_problems_give_one_line_each(tmp_path: Path, monkeypatch: pytest
         f"{SHOWN}: promotion[1]: 'dev' is already listed at promotion[0]; fix: list each environment once",
         f"{SHOWN}: manual_approval[0]: 'qa' is not in promotion; fix: use one of dev",
     ]
+
+
+def test_the_ami_gate_compares_with_the_nearest_fabric_check_before_it(tmp_path: Path) -> None:
+    write_config(tmp_path, {**valid_pipeline(), "fabric_check": ["dev", "staging"], "ami_gate": ["staging", "prod"]})
+    pipeline = load_pipeline(tmp_path)
+    assert [pipeline.ami_gate_source(env) for env in ("dev", "staging", "prod")] == [None, "dev", "staging"]
+    assert load_pipeline().ami_gate == []  # shipped: off, as fabric_check is
 
 
 def test_the_older_codestar_connections_arn_is_accepted(tmp_path: Path) -> None:

@@ -130,7 +130,12 @@ class Calls:
             self.requests.append(Request(action, f"arn:aws:logs:{here}:log-group:{params['logGroupName']}:*"))
         elif action == "cloudwatch:PutMetricData":
             self.requests.append(Request(action, "*", context={"cloudwatch:namespace": params["Namespace"]}))
-        elif action in {"autoscaling:DescribeAutoScalingGroups", "ec2:DescribeInstances", "ssm:GetCommandInvocation"}:
+        elif action in {
+            "autoscaling:DescribeAutoScalingGroups",
+            "ec2:DescribeInstances",
+            "ec2:DescribeImages",
+            "ssm:GetCommandInvocation",
+        }:
             self.requests.append(Request(action, "*"))
         else:
             raise AssertionError(f"ops/fabric calls {action}: map it to its IAM resource here and grant it")
@@ -148,6 +153,7 @@ def test_every_call_of_the_fabric_check_is_allowed(policies, aws, capsys, tmp_pa
     assert actions == {
         "autoscaling:DescribeAutoScalingGroups",
         "ec2:DescribeInstances",
+        "ec2:DescribeImages",  # the AMI the nodes were booted from, for the pipeline's AMI gate
         "ssm:SendCommand",
         "ssm:GetCommandInvocation",
         "logs:FilterLogEvents",

@@ -153,6 +153,7 @@ def requests(names: ResourceNames, region: str, account: str) -> dict[str, list[
         for action, made in {
             "autoscaling:DescribeAutoScalingGroups": [("*", {})],
             "ec2:DescribeInstances": [("*", {})],
+            "ec2:DescribeImages": [("*", {})],  # no resource type: the fabric check names the nodes' AMI
             "ssm:SendCommand": [
                 (f"arn:aws:ssm:{region}:{account}:document/{names.job_document}", {}),
                 (node, {"ssm:resourceTag/aws:autoscaling:groupName": names.asg_name(FLEET)}),
@@ -174,6 +175,7 @@ def test_the_scan_reads_each_form_of_call(tmp_path: Path) -> None:
         ("ec2", "describe_instances"),
     }
     assert scan(ROOT / "ops/fabric/command.py") == {("cloudwatch", "put_metric_data")}
+    assert scan(ROOT / "ops/fabric/ami.py") == {("ec2", "describe_instances"), ("ec2", "describe_images")}
     assert scan(ROOT / "ops/fabric/jobs.py") == set()  # the fabric check calls AWS through ops/job
     paginated = tmp_path / "paginated.py"
     paginated.write_text('logs = session.client("logs")\nlogs.get_paginator("filter_log_events").paginate()\n')
