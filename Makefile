@@ -132,7 +132,7 @@ status: setup
 	$(NEED_ENV)
 	$(GPU_PLATFORM) status --env $(ENV)
 
-## destroy: empty and delete one environment's stacks (make destroy ENV=dev; protected ones: ARGS=--allow-prod)
+## destroy: stop the log writers (trail, load balancer and bucket access logs), empty the buckets (again after a late delivery), delete one environment's stacks (make destroy ENV=dev; protected ones: ARGS=--allow-prod)
 destroy: setup
 	$(NEED_ENV)
 	$(MAKE) --no-print-directory synth ENV=$(ENV)

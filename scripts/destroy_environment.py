@@ -4,9 +4,15 @@
 The plan comes from the synthesized cloud assembly (``cdk.out/assembly-<env>``, made by ``make synth
 ENV=<env>``): every S3 bucket CloudFormation would delete (DeletionPolicy Delete) is emptied, every
 version and delete marker, since CloudFormation deletes no bucket that holds objects; the trail stops
-logging and those buckets stop server access logging first, so nothing lands in them while they are
-emptied. Then ``cdk destroy --app <assembly> '<env>/*' --force`` removes the stacks, and what stays by
-design (DeletionPolicy Retain, and what no template owns) is listed with how to delete it by hand.
+logging, the load balancers stop access logging and those buckets stop server access logging first, so that
+nothing new lands in them while they are emptied. Then ``cdk destroy --app <assembly> '<env>/*' --force``
+removes the stacks, and what stays by design (DeletionPolicy Retain, and what no template owns) is listed
+with how to delete it by hand.
+
+Log delivery is eventually consistent: a file written before the writer stopped can still arrive after its
+bucket was emptied, and CloudFormation then fails to delete that bucket. Emptying lists a bucket again until a
+listing finds it empty, and when ``cdk destroy`` fails while a bucket it should have deleted holds objects
+again, the script empties it once more and runs ``cdk destroy`` again, at most ``DESTROY_ATTEMPTS`` times.
 
 An environment that protects its stateful resources (``protect_stateful_resources: true``, as staging
 and prod do) is refused unless ``--allow-prod`` is given; then its stacks' termination protection is
@@ -48,6 +54,15 @@ BY_HAND = {
 }
 
 
+#: ``cdk destroy`` runs, each after emptying again the buckets a late log delivery refilled.
+DESTROY_ATTEMPTS = 3
+#: Listings of one bucket while emptying it: objects that arrive during a pass are deleted by the next.
+EMPTY_PASSES = 5
+#: Load balancers (their physical id is their ARN) and the attribute that turns their access logs off.
+LOAD_BALANCER = "AWS::ElasticLoadBalancingV2::LoadBalancer"
+ACCESS_LOGS_OFF = [{"Key": "access_logs.s3.enabled", "Value": "false"}]
+
+
 class TeardownError(Exception):
     """The teardown cannot start; its text is the one line printed."""
 
@@ -71,6 +86,7 @@ class Plan:
     stacks: list[str]
     buckets: list[Resource] = field(default_factory=list)  # emptied, then deleted with their stack
     trails: list[Resource] = field(default_factory=list)
+    load_balancers: list[Resource] = field(default_factory=list)  # access logging off first
     retained: list[Resource] = field(default_factory=list)
 
 
@@ -95,6 +111,8 @@ def plan_for(assembly: Path, env: str) -> Plan:
                 plan.buckets.append(found)
             elif kind == "AWS::CloudTrail::Trail":
                 plan.trails.append(found)
+            elif kind == LOAD_BALANCER:
+                plan.load_balancers.append(found)
     return plan
 
 
@@ -119,7 +137,22 @@ def resolved(resource: Resource, ids: dict[tuple[str, str], str]) -> str | None:
 
 
 def empty_bucket(s3: Any, bucket: str) -> int:
-    """Delete every object version and delete marker of ``bucket``; returns how many were deleted."""
+    """Delete every object version and delete marker of ``bucket``, listing it again until a listing finds
+    nothing (at most ``EMPTY_PASSES`` listings); returns how many were deleted."""
+    deleted = 0
+    for _ in range(EMPTY_PASSES):
+        found = _delete_listed(s3, bucket)
+        if not found:
+            return deleted
+        deleted += found
+    raise StepFailed(
+        f"s3://{bucket}: objects kept arriving over {EMPTY_PASSES} listings; fix: find what still writes to it "
+        "(a trail, a load balancer, server access logging of another bucket), stop it, then run this again"
+    )
+
+
+def _delete_listed(s3: Any, bucket: str) -> int:
+    """One pass: delete what one listing of ``bucket`` shows; returns how many versions and markers."""
     deleted = 0
     for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
         keys = [
@@ -138,9 +171,35 @@ def empty_bucket(s3: Any, bucket: str) -> int:
     return deleted
 
 
-def prepare(plan: Plan, session: Any, *, unprotect: bool, say: Any = print) -> None:
-    """Everything before ``cdk destroy``: termination protection off (``unprotect``), trails stopped,
-    access logging off and the buckets emptied."""
+def refilled(s3: Any, buckets: Sequence[str]) -> list[str]:
+    """The buckets of ``buckets`` that still exist and hold an object version or delete marker."""
+    found = []
+    for bucket in buckets:
+        try:
+            listing = s3.list_object_versions(Bucket=bucket, MaxKeys=1)
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "NoSuchBucket":
+                continue
+            raise
+        if listing.get("Versions") or listing.get("DeleteMarkers"):
+            found.append(bucket)
+    return found
+
+
+def stop_access_logs(elbv2: Any, arn: str) -> bool:
+    """Turn off the load balancer's access logs; False if the load balancer is already gone."""
+    try:
+        elbv2.modify_load_balancer_attributes(LoadBalancerArn=arn, Attributes=ACCESS_LOGS_OFF)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") == "LoadBalancerNotFound":
+            return False
+        raise
+    return True
+
+
+def prepare(plan: Plan, session: Any, *, unprotect: bool, say: Any = print) -> list[str]:
+    """Everything before ``cdk destroy``: termination protection off (``unprotect``), trails stopped, load
+    balancer and server access logging off, the buckets emptied. Returns the buckets it emptied."""
     cloudformation = session.client("cloudformation")
     ids = physical_ids(cloudformation, plan.stacks)
     deployed = sorted({stack for stack, _ in ids})
@@ -154,11 +213,42 @@ def prepare(plan: Plan, session: Any, *, unprotect: bool, say: Any = print) -> N
         if name and trail.stack in deployed:
             cloudtrail.stop_logging(Name=name)
             say(f"trail stopped: {name}")
+    # A load balancer writes its access logs every 5 minutes until told to stop (and, its guide says, must stop
+    # before its bucket is deleted, or a bucket of the same name in another account could receive them).
+    elbv2 = session.client("elbv2")
+    for load_balancer in plan.load_balancers:
+        arn = resolved(load_balancer, ids)
+        if arn and load_balancer.stack in deployed and stop_access_logs(elbv2, arn):
+            say(f"access logging off: {arn.rsplit(':', 1)[-1]}")
     buckets = [name for b in plan.buckets if b.stack in deployed and (name := resolved(b, ids))]
     for bucket in buckets:
         s3.put_bucket_logging(Bucket=bucket, BucketLoggingStatus={})
     for bucket in buckets:
         say(f"emptied: s3://{bucket} ({empty_bucket(s3, bucket)} versions and delete markers)")
+    return buckets
+
+
+def cdk_destroy(command: Sequence[str]) -> int:
+    """Run the CDK CLI; its exit code."""
+    return subprocess.run(list(command), cwd=ROOT, check=False).returncode
+
+
+def destroy(command: Sequence[str], session: Any, buckets: Sequence[str], say: Any = print) -> int:
+    """``cdk destroy``, again after emptying once more any of ``buckets`` that a late delivery refilled (the
+    stack that owns it then failed to delete it), at most ``DESTROY_ATTEMPTS`` runs; the last exit code."""
+    s3 = session.client("s3")
+    code = 0
+    for attempt in range(1, DESTROY_ATTEMPTS + 1):
+        say("running: " + " ".join(command))
+        code = cdk_destroy(command)
+        if code == 0:
+            return 0
+        late = refilled(s3, buckets)
+        if not late or attempt == DESTROY_ATTEMPTS:
+            break
+        for bucket in late:
+            say(f"late delivery: s3://{bucket} held objects again; emptied ({empty_bucket(s3, bucket)} more)")
+    return code
 
 
 def leftovers(plan: Plan, names: ResourceNames, ids: dict[tuple[str, str], str]) -> list[str]:
@@ -228,7 +318,9 @@ def main(argv: Sequence[str] | None = None, session: Any = None) -> int:
                 f"of account {env.account}"
             )
         ids = physical_ids(session.client("cloudformation"), plan.stacks)
-        prepare(plan, session, unprotect=args.allow_prod)
+        emptied = prepare(plan, session, unprotect=args.allow_prod)
+        command = [args.cdk, "--no-notices", "destroy", "--app", str(args.assembly), f"{env.name}/*", "--force"]
+        code = destroy(command, session, emptied)
     except (NoCredentialsError, PartialCredentialsError):
         print(
             "no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
@@ -242,10 +334,6 @@ def main(argv: Sequence[str] | None = None, session: Any = None) -> int:
     except (BotoCoreError, ClientError) as err:
         print(f"AWS: {' '.join(str(err).split())}; fix: correct what AWS reports, then run this again", file=sys.stderr)
         return 1
-    command = [args.cdk, "--no-notices", "destroy", "--app", str(args.assembly), f"{env.name}/*", "--force"]
-    print("running: " + " ".join(command))
-    try:
-        code = subprocess.run(command, cwd=ROOT, check=False).returncode
     except OSError as err:
         print(f"{args.cdk}: {err.strerror}; fix: run make setup (installs the pinned CDK CLI)", file=sys.stderr)
         return 2

@@ -13,7 +13,12 @@ from config.base import Strict
 from config.catalog import UnknownInstanceType, efa_layout, efa_sizes, get_instance_type
 from config.fleets.capacity import Capacity, CapacityBlock, CapacityReservation
 from config.fleets.health import Health, dcgm_level, health_problems, node_env, required_hook_seconds
-from config.fleets.refresh import SERVICE_ROLLBACK_ALARMS, Refresh
+from config.fleets.refresh import (
+    SERVED_MAX_HEALTHY_PERCENTAGE,
+    SERVED_MIN_HEALTHY_PERCENTAGE,
+    SERVICE_ROLLBACK_ALARMS,
+    Refresh,
+)
 from config.fleets.scaling import Scaling, WarmPool
 from config.fleets.service import Service
 from config.fleets.zero_capacity import zero_capacity_problems
@@ -197,7 +202,17 @@ class Fleet(Strict):
         return []
 
     def _rollback_problems(self) -> list[str]:
-        if self.service is not None or self.refresh is None:
+        if self.refresh is None:
+            return []
+        if self.service is not None:
+            low = self.refresh.min_healthy_percentage
+            if "min_healthy_percentage" in self.refresh.model_fields_set and low != SERVED_MIN_HEALTHY_PERCENTAGE:
+                return [
+                    f"@refresh.min_healthy_percentage: {low} lets a refresh stop a served node before its "
+                    "replacement passes the launch hook (with one node the load balancer answers 503 meanwhile); "
+                    f"fix: set it to {SERVED_MIN_HEALTHY_PERCENTAGE} or leave it out, and pace the refresh with "
+                    "max_healthy_percentage"
+                ]
             return []
         return [
             f"@refresh.rollback_alarms[{i}]: {alarm.value!r} is a service alarm and this fleet serves nothing; "
@@ -211,16 +226,21 @@ class Fleet(Strict):
         """The refresh settings the AMI rollout applies, or None where the fleet is not rolled automatically:
         Capacity Block fleets (their nodes belong to the block's window) and ``refresh.enabled: false``.
         A served fleet whose ``rollback_alarms`` are not set also rolls back on its service alarms: a new AMI
-        that breaks the service shows there first."""
+        that breaks the service shows there first. A served fleet launches before it terminates: 100 % stays
+        healthy and, unless set, up to 200 % runs during the refresh."""
         if self.capacity_block is not None:
             return None
         refresh = self.refresh or Refresh()
         if not refresh.enabled:
             return None
-        if self.service is not None and "rollback_alarms" not in refresh.model_fields_set:
-            alarms = [*refresh.rollback_alarms, *SERVICE_ROLLBACK_ALARMS]
-            refresh = refresh.model_copy(update={"rollback_alarms": alarms})
-        return refresh
+        if self.service is None:
+            return refresh
+        update: dict[str, object] = {"min_healthy_percentage": SERVED_MIN_HEALTHY_PERCENTAGE}
+        if refresh.max_healthy_percentage is None:
+            update["max_healthy_percentage"] = SERVED_MAX_HEALTHY_PERCENTAGE
+        if "rollback_alarms" not in refresh.model_fields_set:
+            update["rollback_alarms"] = [*refresh.rollback_alarms, *SERVICE_ROLLBACK_ALARMS]
+        return refresh.model_copy(update=update)
 
     @property
     def dcgm_level(self) -> int:

@@ -6,7 +6,7 @@ from enum import StrEnum
 from itertools import pairwise
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from config.base import Strict
 
@@ -22,10 +22,23 @@ class RollbackAlarm(StrEnum):
     CAPACITY_SHORTFALL = "capacity-shortfall"
     HTTP_5XX_RATE = "http-5xx-rate"
     UNHEALTHY_HOSTS = "unhealthy-hosts"
+    LB_5XX_RATE = "lb-5xx-rate"
+    NO_HEALTHY_HOSTS = "no-healthy-hosts"
 
 
-#: The service alarms: a served fleet's refresh watches them unless its ``rollback_alarms`` are set.
-SERVICE_ROLLBACK_ALARMS = (RollbackAlarm.HTTP_5XX_RATE, RollbackAlarm.UNHEALTHY_HOSTS)
+#: The service alarms: a served fleet's refresh watches them unless its ``rollback_alarms`` are set. The last
+#: two are the load balancer's own view: with no healthy target it answers 503 itself (not a target 5xx) and
+#: reports no unhealthy host.
+SERVICE_ROLLBACK_ALARMS = (
+    RollbackAlarm.HTTP_5XX_RATE,
+    RollbackAlarm.UNHEALTHY_HOSTS,
+    RollbackAlarm.LB_5XX_RATE,
+    RollbackAlarm.NO_HEALTHY_HOSTS,
+)
+#: A served fleet's refresh: every node it replaces has passed its launch hook before an old one stops
+#: (``min_healthy_percentage`` 100), and up to this much of the desired capacity is added at a time.
+SERVED_MIN_HEALTHY_PERCENTAGE = 100
+SERVED_MAX_HEALTHY_PERCENTAGE = 200
 
 
 #: Longest checkpoint delay the instance refresh API takes (172800 s).
@@ -35,15 +48,26 @@ MAX_CHECKPOINT_DELAY_MINUTES = 2880
 class Refresh(Strict):
     """How a new AMI reaches the fleet: an instance refresh that the AMI rollout runbook starts
     when ``/imagebuilder/gpu-platform/<env>/ami/latest`` changes. Replacements go a batch at a time, keeping
-    ``min_healthy_percentage`` of the desired capacity in service; at each checkpoint the refresh
+    ``min_healthy_percentage`` of the desired capacity in service and, where ``max_healthy_percentage`` is
+    set, launching new nodes up to that share of it before old ones stop (left out: Auto Scaling terminates
+    and launches at once). A served fleet keeps 100 and 200 unless told otherwise: its replacements pass
+    their launch hook before an old node stops. At each checkpoint the refresh
     waits ``checkpoint_delay_minutes``; with ``auto_rollback`` it puts back the previous launch
     template version when it fails or when one of ``rollback_alarms`` goes to ALARM (by default the
-    node health and temperature alarms, and on a served fleet its 5xx and unhealthy-host alarms too)."""
+    node health and temperature alarms, and on a served fleet its service alarms too)."""
 
     enabled: bool = True
     min_healthy_percentage: Annotated[
         int, Field(ge=0, le=100, description="a percentage of the desired capacity; default 90")
     ] = 90
+    max_healthy_percentage: Annotated[
+        int | None,
+        Field(
+            ge=100,
+            le=200,
+            description="a percentage of the desired capacity; the instance refresh API takes 100 to 200",
+        ),
+    ] = None
     instance_warmup_minutes: Annotated[int, Field(ge=0, le=MAX_CHECKPOINT_DELAY_MINUTES)] = 10
     checkpoint_percentages: list[int] = Field(default_factory=lambda: [50, 100])
     checkpoint_delay_minutes: Annotated[
@@ -79,3 +103,14 @@ class Refresh(Strict):
         if len(set(value)) != len(value):
             raise ValueError("an alarm is listed twice; fix: list each alarm once")
         return value
+
+    @model_validator(mode="after")
+    def _healthy_range(self) -> Refresh:
+        low, high = self.min_healthy_percentage, self.max_healthy_percentage
+        if high is not None and high - low > 100:
+            raise ValueError(
+                f"@max_healthy_percentage: {high} is more than 100 above min_healthy_percentage ({low}), which the "
+                f"instance refresh API refuses; fix: lower it to at most {low + 100} or raise min_healthy_percentage "
+                f"to at least {high - 100}"
+            )
+        return self

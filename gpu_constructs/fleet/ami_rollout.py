@@ -27,9 +27,14 @@ PARAMETER_OPERATIONS = ["Create", "Update"]
 
 
 def refresh_preferences(refresh: Refresh, alarm_names: Sequence[str]) -> dict[str, Any]:
-    """``StartInstanceRefresh`` preferences (API names and units) from a fleet's ``refresh:`` config.
+    """``StartInstanceRefresh`` preferences (API names and units) from a fleet's ``refresh:`` config
+    (``Fleet.rollout``: a served fleet's carries 100 % minimum and its maximum, see config/fleets/refresh.py).
 
     SkipMatching is always on: a node already on the new launch template version is not replaced.
+    MaxHealthyPercentage is sent only where the config sets one: left out, Auto Scaling terminates a node and
+    launches its replacement at the same time; set, with 100 % minimum, it launches the replacement first and
+    terminates the old node once the new one is in service, healthy and warmed up (RefreshPreferences, Amazon
+    EC2 Auto Scaling API Reference). The runbook's step passes these to StartInstanceRefresh as they are.
     """
     prefs: dict[str, Any] = {
         "MinHealthyPercentage": refresh.min_healthy_percentage,
@@ -37,6 +42,8 @@ def refresh_preferences(refresh: Refresh, alarm_names: Sequence[str]) -> dict[st
         "SkipMatching": True,
         "AutoRollback": refresh.auto_rollback,
     }
+    if refresh.max_healthy_percentage is not None:
+        prefs["MaxHealthyPercentage"] = refresh.max_healthy_percentage
     if refresh.checkpoint_percentages:
         prefs["CheckpointPercentages"] = list(refresh.checkpoint_percentages)
         prefs["CheckpointDelay"] = refresh.checkpoint_delay_minutes * 60

@@ -329,7 +329,7 @@ CASES = [
     pytest.param(
         fleet(refresh={"rollback_alarms": ["gpu-idle"]}),
         [
-            "dev.yaml: fleets[0].refresh.rollback_alarms[0]: 'gpu-idle' is invalid: Input should be 'health-check-failed', 'gpu-temperature-critical', 'capacity-shortfall', 'http-5xx-rate' or 'unhealthy-hosts'; fix: use one of 'health-check-failed', 'gpu-temperature-critical', 'capacity-shortfall', 'http-5xx-rate' or 'unhealthy-hosts'"
+            "dev.yaml: fleets[0].refresh.rollback_alarms[0]: 'gpu-idle' is invalid: Input should be 'health-check-failed', 'gpu-temperature-critical', 'capacity-shortfall', 'http-5xx-rate', 'unhealthy-hosts', 'lb-5xx-rate' or 'no-healthy-hosts'; fix: use one of 'health-check-failed', 'gpu-temperature-critical', 'capacity-shortfall', 'http-5xx-rate', 'unhealthy-hosts', 'lb-5xx-rate' or 'no-healthy-hosts'"
         ],
         id="refresh-load-alarm-for-rollback",
     ),

@@ -247,6 +247,8 @@ def test_a_served_fleet_rolls_back_on_its_service_alarms_unless_told_otherwise(t
         "gpu-temperature-critical",
         "http-5xx-rate",
         "unhealthy-hosts",
+        "lb-5xx-rate",
+        "no-healthy-hosts",
     ]
 
     data["fleets"][INFERENCE]["refresh"]["rollback_alarms"] = ["health-check-failed"]  # the owner's own choice

@@ -175,8 +175,11 @@ def test_refresh_preferences_equal_the_fleet_config(synth: Synth, fleet_synth: S
         for fleet in _rolled(cfg):
             refresh = fleet.rollout
             prefs = steps[f"gpu-platform-{env}-{fleet.name}"]["inputs"]["InputPayload"]["Preferences"]
+            high = refresh.max_healthy_percentage
+            maximum = {} if high is None else {"MaxHealthyPercentage": high}
             assert prefs == {
                 "MinHealthyPercentage": refresh.min_healthy_percentage,
+                **maximum,
                 "InstanceWarmup": refresh.instance_warmup_minutes * 60,
                 "CheckpointPercentages": refresh.checkpoint_percentages,
                 "CheckpointDelay": refresh.checkpoint_delay_minutes * 60,
@@ -186,6 +189,10 @@ def test_refresh_preferences_equal_the_fleet_config(synth: Synth, fleet_synth: S
                     "Alarms": [f"gpu-platform-{env}-{fleet.name}-{a.value}" for a in refresh.rollback_alarms]
                 },
             }
+            # A served fleet launches before it terminates (tests/flows/test_served_rollout.py); others do not.
+            assert (prefs["MinHealthyPercentage"], "MaxHealthyPercentage" in prefs) == (
+                (100, True) if fleet.service is not None else (refresh.min_healthy_percentage, False)
+            )
             report = ParamValidator().validate(prefs, preferences_shape)
             assert not report.has_errors(), report.generate_report()
             seen_custom |= fleet.refresh is not None

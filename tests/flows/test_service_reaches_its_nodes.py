@@ -23,6 +23,8 @@ from tests.policy_eval import Request, explain, service_may
 from tests.synth import Synth
 
 SERVED = ["dev"]  # the test environments whose config has a fleets[].service
+#: What the load balancer answers itself is read for the load balancer as a whole (its only target group's).
+LOAD_BALANCER_WIDE = {"HTTPCode_ELB_5XX_Count", "RequestCount"}
 
 
 def _produced(env: Environment, stack: str, value: Any) -> tuple[str, Any]:
@@ -171,9 +173,13 @@ def _alarms_name(environment: Environment, lb_ref: Ref, tg_ref: Ref, fleet: str)
             assert props["AlarmName"].startswith(prefix), props["AlarmName"]
             dims = {d["Name"]: _produced(environment, ref.stack, d["Value"]) for d in stat["Dimensions"]}
             assert dims["LoadBalancer"] == (lb_ref.stack, {"Fn::GetAtt": [lb_ref.logical_id, "LoadBalancerFullName"]})
-            assert dims["TargetGroup"] == (tg_ref.stack, {"Fn::GetAtt": [tg_ref.logical_id, "TargetGroupFullName"]})
+            if "TargetGroup" in dims or stat["MetricName"] not in LOAD_BALANCER_WIDE:
+                assert dims["TargetGroup"] == (
+                    tg_ref.stack,
+                    {"Fn::GetAtt": [tg_ref.logical_id, "TargetGroupFullName"]},
+                )
             seen.add(props["AlarmName"].removeprefix(prefix))
-    assert seen == {"http-5xx-rate", "p99-latency", "unhealthy-hosts"}
+    assert seen == {"http-5xx-rate", "p99-latency", "unhealthy-hosts", "lb-5xx-rate", "no-healthy-hosts"}
 
 
 @pytest.mark.parametrize("env", SERVED)

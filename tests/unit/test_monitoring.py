@@ -24,8 +24,16 @@ AWS_METRICS = {
     "AWS/AutoScaling": {"GroupDesiredCapacity", "GroupInServiceInstances", "GroupPendingInstances"},
     "AWS/FSx": {"FreeDataStorageCapacity", "DataReadBytes", "DataWriteBytes"},
     "AWS/Events": {"TriggeredRules"},
-    # ALB user guide, CloudWatch metrics for your Application Load Balancer (per TargetGroup, LoadBalancer).
-    "AWS/ApplicationELB": {"RequestCount", "HTTPCode_Target_5XX_Count", "TargetResponseTime", "UnHealthyHostCount"},
+    # ALB user guide, CloudWatch metrics for your Application Load Balancer (per TargetGroup, LoadBalancer; the
+    # load balancer's own 5xx per LoadBalancer only).
+    "AWS/ApplicationELB": {
+        "RequestCount",
+        "HTTPCode_Target_5XX_Count",
+        "TargetResponseTime",
+        "UnHealthyHostCount",
+        "HealthyHostCount",
+        "HTTPCode_ELB_5XX_Count",
+    },
 }
 
 

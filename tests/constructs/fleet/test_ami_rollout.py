@@ -109,3 +109,11 @@ def test_two_fleets_with_the_same_step_name_are_refused() -> None:
     with pytest.raises(ValueError, match="same runbook step name"):
         AmiRollout(stack, "R", document_name="d", role_name="r", rule_name="r", parameter_name=PARAMETER,
                    fleets=fleets, node_role_arn="arn:aws:iam::111111111111:role/n")  # fmt: skip
+
+
+def test_preferences_carry_a_maximum_only_where_the_config_sets_one() -> None:
+    """Left out, Auto Scaling terminates and launches at once; set (a served fleet: 100 and 200), it launches
+    the replacement first (RefreshPreferences, Amazon EC2 Auto Scaling API Reference)."""
+    assert "MaxHealthyPercentage" not in refresh_preferences(Refresh(), [])
+    served = refresh_preferences(Refresh(min_healthy_percentage=100, max_healthy_percentage=200), [])
+    assert (served["MinHealthyPercentage"], served["MaxHealthyPercentage"]) == (100, 200)

@@ -14,7 +14,7 @@ from gpu_constructs.observability.platform_dashboard import (
     FleetPanel,
     PlatformDashboard,
 )
-from gpu_constructs.observability.service_alarms import ServiceTarget
+from gpu_constructs.observability.service_alarms import LOAD_BALANCER_ONLY, ServiceTarget
 from tests.constructs.conftest import bare_stack, only, resolved, template
 from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 
@@ -77,6 +77,8 @@ def test_each_served_fleet_has_a_row_on_its_load_balancer_and_target_group() -> 
                      "UnHealthyHostCount"}  # fmt: skip
     for metrics in row.values():
         for m in metrics:
-            if m[0] == "AWS/ApplicationELB":  # each series is dimensioned by this load balancer and target group
+            if m[0] == "AWS/ApplicationELB" and m[1] in LOAD_BALANCER_ONLY:  # published per load balancer only
+                assert m[2:4] == ["LoadBalancer", service.load_balancer_full_name] and "TargetGroup" not in m
+            elif m[0] == "AWS/ApplicationELB":  # each series is dimensioned by this load balancer and target group
                 assert m[2:6] == ["LoadBalancer", service.load_balancer_full_name, "TargetGroup",
                                   service.target_group_full_name]  # fmt: skip

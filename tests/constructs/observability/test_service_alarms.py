@@ -1,6 +1,8 @@
 """ServiceAlarms: the 5xx rate, p99 and unhealthy-host alarms read this load balancer's target group, take their
 thresholds from the fleet's service config, are named like the fleet's other alarms and notify the topic; the
-5xx rate behaves as CloudWatch would evaluate it (no traffic is not an error, no 5xx is zero)."""
+5xx rate behaves as CloudWatch would evaluate it (no traffic is not an error, no 5xx is zero). The load balancer's
+own 5xx and no-healthy-host alarms read the load balancer as a whole and the fleet's group (their behaviour over
+a rollout: tests/flows/test_served_rollout.py)."""
 
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ def _alarms(tmpl: Template) -> dict[str, dict[str, Any]]:
 def test_named_like_the_fleet_alarms_and_notifying_the_topic(tmpl: Template) -> None:
     alarms = _alarms(tmpl)
     assert sorted(alarms) == [
-        f"gpu-platform-dev-infer-{k}" for k in ("http-5xx-rate", "p99-latency", "unhealthy-hosts")
+        f"gpu-platform-dev-infer-{k}"
+        for k in ("http-5xx-rate", "lb-5xx-rate", "no-healthy-hosts", "p99-latency", "unhealthy-hosts")
     ]
     topic_id, _ = only(tmpl, "AWS::SNS::Topic")
     for alarm in alarms.values():
@@ -83,3 +86,50 @@ def test_5xx_rate_is_target_errors_over_requests_of_this_target_group(tmpl: Temp
     for case, (requests, errors, expected) in cases.items():
         series = {"RequestCount": requests, "HTTPCode_Target_5XX_Count": errors}
         assert alarm_states(rate, series) == [expected], case
+
+
+def _stats(alarm: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {q["Id"]: q["MetricStat"] for q in alarm["Metrics"] if "MetricStat" in q}
+
+
+def test_the_load_balancers_own_5xx_are_read_per_load_balancer_gated_by_the_fleets_group(tmpl: Template) -> None:
+    rate = _alarms(tmpl)["gpu-platform-dev-infer-lb-5xx-rate"]
+    stats = _stats(rate)
+    lb_only = [{"Name": "LoadBalancer", "Value": TARGET.load_balancer_full_name}]
+    assert {k: (s["Metric"]["MetricName"], s["Metric"]["Dimensions"], s["Stat"]) for k, s in stats.items()} == {
+        "refused": ("HTTPCode_ELB_5XX_Count", lb_only, "Sum"),
+        "requests": ("RequestCount", lb_only, "Sum"),
+        # No group name given: the fleet's group by the platform's naming (<prefix>-<fleet>).
+        "desired": (
+            "GroupDesiredCapacity",
+            [{"Name": "AutoScalingGroupName", "Value": "gpu-platform-dev-infer"}],
+            "Minimum",
+        ),
+    }
+    assert rate["Threshold"] == 2.5 and rate["ComparisonOperator"] == "GreaterThanThreshold"
+    assert {s["Period"] for s in stats.values()} == {300} and rate["EvaluationPeriods"] == 1
+
+
+def test_no_healthy_host_reads_the_target_group_and_must_hold_two_periods(tmpl: Template) -> None:
+    alarm = _alarms(tmpl)["gpu-platform-dev-infer-no-healthy-hosts"]
+    stats = _stats(alarm)
+    assert (stats["healthy"]["Metric"]["MetricName"], stats["healthy"]["Stat"]) == ("HealthyHostCount", "Maximum")
+    assert stats["healthy"]["Metric"]["Dimensions"] == DIMENSIONS
+    assert stats["inservice"]["Metric"]["MetricName"] == "GroupInServiceInstances"
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"], alarm["Threshold"]) == (2, 2, 1)
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def test_a_group_name_given_is_the_one_read() -> None:
+    stack = bare_stack()
+    factory = AlarmFactory(prefix="gpu-platform-dev", topic=sns.Topic(stack, "Topic"))
+    named = ServiceTarget("infer", TARGET.load_balancer_full_name, TARGET.target_group_full_name, "my-group")
+    ServiceAlarms(stack, "Service", target=named, thresholds=THRESHOLDS, factory=factory)
+    alarm = _alarms(template(stack))["gpu-platform-dev-infer-no-healthy-hosts"]
+    groups = {
+        d["Value"]
+        for s in _stats(alarm).values()
+        for d in s["Metric"]["Dimensions"]
+        if d["Name"] == "AutoScalingGroupName"
+    }
+    assert groups == {"my-group"}
