@@ -98,6 +98,13 @@ class Environment(Strict):
     preflight: Preflight = Preflight()
     jobs: Jobs = Jobs()
     tags: dict[str, str]
+    #: The tags of the environment's placement groups, pinned: Tags is create-only for AWS::EC2::PlacementGroup,
+    #: so these never follow ``tags`` (a change re-creates the groups). Left out: ``tags`` as they are now.
+    placement_group_tags: dict[str, str] | None = None
+
+    @property
+    def pinned_placement_group_tags(self) -> dict[str, str]:
+        return dict(self.tags if self.placement_group_tags is None else self.placement_group_tags)
 
     @field_validator("name")
     @classmethod

@@ -48,12 +48,23 @@ def validate(
     json_out: JsonOption = False,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 on WARNINGs too")] = False,
     config_dir: ConfigDirOption = CONFIG_DIR,
+    since: Annotated[
+        str,
+        typer.Option(
+            "--since",
+            help="git revision of the deployed config: edits since then that replace a resource in use are ERRORs",
+        ),
+    ] = "HEAD",
+    allow_replacement: Annotated[
+        bool, typer.Option("--allow-replacement", help="report those edits as WARNINGs (done the safe way)")
+    ] = False,
 ) -> None:
-    """Check the config as synth does, plus clock checks (Capacity Block windows) and placeholders; no AWS."""
+    """Check the config as synth does, plus clock checks (Capacity Block windows), placeholders and edits that would
+    replace a resource in use (against git); no AWS."""
     from ops.findings import exit_code
     from ops.validate import validate as run
 
-    findings = run(env or None, config_dir)
+    findings = run(env or None, config_dir, since=since or None, allow_replacement=allow_replacement)
     code = exit_code(findings, strict)
     if json_out:
         print(json.dumps({"findings": [f.as_dict() for f in findings], "exit_code": code}, indent=2))
@@ -88,7 +99,9 @@ def cost(
 def preflight(
     env: EnvOption,
     json_out: JsonOption = False,
-    strict: Annotated[bool, typer.Option("--strict", help="exit 1 on WARNINGs too")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="exit 1 on WARNINGs and on checks that could not run too (for CI)")
+    ] = False,
     config_dir: ConfigDirOption = CONFIG_DIR,
 ) -> None:
     """Will a deploy succeed in this account: identity, zones, quotas, reservations, AMIs (needs credentials)."""

@@ -12,7 +12,10 @@ a config error here is the same one-line error synth prints. On top of them:
   not refreshed) yet touches a group whose jobs are running;
 - the example notification address (example.com/.net/.org, RFC 2606) and the placeholder
   account ids of the shipped configs (one digit twelve times) are WARNINGs: valid, but nobody
-  receives the alerts and the deploy goes to an account that is not yours.
+  receives the alerts and the deploy goes to an account that is not yours;
+- an edit since the deployed config (``--since``, a git revision) that CloudFormation would apply by
+  replacing something in use (a target group, a load balancer, the file system, a placement group, the
+  VPC's subnets) is an ERROR naming the safe way (a WARNING with ``--allow-replacement``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from config.loader import CONFIG_DIR, display_path, load_platform
 from config.schema import Environment
+from ops.deployed_config import change_findings
 from ops.findings import Finding, Level
 
 #: The fleet's scale-up action runs this long after the block starts (gpu_constructs/fleet/gpu_fleet.py).
@@ -86,9 +90,14 @@ def placeholder_findings(env: Environment, shown: str) -> list[Finding]:
 
 
 def validate(
-    names: Iterable[str] | None = None, config_dir: Path = CONFIG_DIR, now: datetime | None = None
+    names: Iterable[str] | None = None,
+    config_dir: Path = CONFIG_DIR,
+    now: datetime | None = None,
+    since: str | None = None,
+    allow_replacement: bool = False,
 ) -> list[Finding]:
-    """Findings for the named environments (all when None); a ``ConfigError`` for a config mistake."""
+    """Findings for the named environments (all when None); a ``ConfigError`` for a config mistake.
+    With ``since`` (a git revision), the edits since then that replace a resource in use (ops/deployed_config.py)."""
     now = now or datetime.now(UTC)
     platform = load_platform(list(names) if names is not None else None, config_dir)
     findings: list[Finding] = []
@@ -96,4 +105,5 @@ def validate(
         shown = display_path(config_dir / f"{env.name}.yaml")
         findings.extend(clock_findings(env, shown, now))
         findings.extend(placeholder_findings(env, shown))
+        findings.extend(change_findings(env, config_dir / f"{env.name}.yaml", shown, since, allow_replacement))
     return findings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import Environment as AwsEnvironment
 from aws_cdk import RemovalPolicy, Stack, Tags
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -12,6 +13,9 @@ from config.naming import ResourceNames
 from config.schema import LOG_RETENTION_DAYS
 
 # RetentionDays lists its members in the same order as CloudWatch's allowed values.
+#: Resource types whose Tags are create-only (CloudFormation registry schema): a tag edit would replace them.
+CREATE_ONLY_TAGS = ("AWS::EC2::PlacementGroup",)
+
 _RETENTION: dict[int, logs.RetentionDays] = dict(zip(LOG_RETENTION_DAYS, list(logs.RetentionDays), strict=False))
 
 
@@ -42,9 +46,10 @@ class PlatformStack(Stack):
             description=description,
             tags=dict(env.tags),  # the stack's own tags (manifest): CloudFormation propagates them at deploy
         )
-        # ... and in the template, on every taggable resource of the stack (CDK's tag aspect).
+        # ... and in the template, on every taggable resource of the stack (CDK's tag aspect), except where
+        # Tags is create-only: a placement group carries its own pinned set (Environment.placement_group_tags).
         for key, value in env.tags.items():
-            Tags.of(self).add(key, value)
+            Tags.of(self).add(key, value, exclude_resource_types=list(CREATE_ONLY_TAGS))
         self.config = env
         self.removal_policy = RemovalPolicy.RETAIN if protect else RemovalPolicy.DESTROY
         self.log_retention = log_retention(env.logging.retention_days)
@@ -52,3 +57,11 @@ class PlatformStack(Stack):
     @property
     def availability_zones(self) -> list[str]:
         return list(self.config.availability_zones)
+
+
+def stamp_readers(scope: Construct, what: str, identity: str) -> None:
+    """Every alarm under ``scope`` reads ``what`` through another stack's output: its description carries that
+    resource's identity (config/identity.py), so that a replacement of it updates the alarm in the same deploy."""
+    for child in scope.node.find_all():
+        if isinstance(child, cloudwatch.CfnAlarm):
+            child.alarm_description = f"{child.alarm_description or ''} (reads {what} {identity})".strip()

@@ -18,9 +18,10 @@ from constructs import Construct
 from config import Environment
 from config.catalog import get_instance_type
 from config.fleets import Fleet, FleetRole
+from config.identity import file_system_identity
 from config.loader import CONFIG_DIR
 from config.naming import ResourceNames
-from config.pipeline_schema import fabric_check_role_name, fabric_check_trust
+from config.pipeline_schema import ami_gate_role_name, ami_gate_trust, fabric_check_role_name, fabric_check_trust
 from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.fleet.ami_rollout import AmiRollout, FleetRollout, refresh_preferences
 from gpu_constructs.fleet.gpu_fleet import GpuFleet
@@ -37,6 +38,7 @@ from gpu_constructs.fleet.render.node_settings import (
 from gpu_constructs.fleet.render.user_data import render_user_data
 from gpu_constructs.fleet.service_load_balancer import ServiceLoadBalancer
 from gpu_constructs.network.platform_vpc import GPU_SUBNET_GROUP
+from gpu_constructs.security.ami_gate_role import AmiGateRole
 from gpu_constructs.security.fabric_check_role import FabricCheckRole
 from stacks.base import PlatformStack
 
@@ -45,7 +47,8 @@ class FleetStack(PlatformStack):
     """Attributes: ``fleets`` (name -> GpuFleet), ``ami_rollout`` (the runbook that refreshes the fleets onto a
     new AMI; None if no fleet is rolled), ``job_document`` (the SSM document training jobs run through; None
     without a training fleet), ``fabric_check_role`` (the role the pipeline's fabric check assumes; None unless
-    ``fabric_check`` of config/pipeline/pipeline.yaml lists the environment).
+    ``fabric_check`` of config/pipeline/pipeline.yaml lists the environment), ``ami_gate_role`` (the role the
+    pipeline's AMI gate assumes before it deploys the environment; None unless ``ami_gate`` lists it).
 
     The alerts topic and the node log groups (one per ``NODE_LOGS`` entry, same names) come from the
     security stack, which outlives this one."""
@@ -73,8 +76,10 @@ class FleetStack(PlatformStack):
             scope, construct_id, env=env, stateful=False, description=f"GPU platform {env.name}: GPU fleets"
         )
         names = ResourceNames.of(env)
-        config_dir = self.node.try_get_context("config_dir")  # as app.py reads it; checked before any fleet
-        trust = fabric_check_trust(env, Path(config_dir) if config_dir else CONFIG_DIR)
+        context_dir = self.node.try_get_context("config_dir")  # as app.py reads it; checked before any fleet
+        config_dir = Path(context_dir) if context_dir else CONFIG_DIR
+        trust = fabric_check_trust(env, config_dir)
+        gate_trust = ami_gate_trust(env, config_dir)
         scripts = publish_node_scripts(self, node_role=node_role)
         if sorted(node_log_groups) != sorted(NODE_LOGS):
             raise ValueError(f"node log groups {sorted(node_log_groups)} do not match NODE_LOGS {sorted(NODE_LOGS)}")
@@ -90,15 +95,20 @@ class FleetStack(PlatformStack):
             catalog = [get_instance_type(name) for name in fleet.instance_types]
             group_name = names.asg_name(fleet.name)
             user_data = ec2.UserData.for_linux()
+            # The file system comes from the Storage stack's output: its identity here makes a replacement of it
+            # a new launch template version in the same deploy (config/identity.py).
             user_data.add_commands(
-                *render_user_data(
-                    region=env.region,
-                    node_env=node_env(site, fleet),
-                    instance_types=instance_type_facts(fleet, catalog),
-                    agent_config_json=agent,
-                    scripts=scripts.location,
-                    service_json=service_json(fleet),
-                    every_boot=fleet.warm_pool is not None,
+                *reading_file_system(
+                    file_system_identity(env),
+                    render_user_data(
+                        region=env.region,
+                        node_env=node_env(site, fleet),
+                        instance_types=instance_type_facts(fleet, catalog),
+                        agent_config_json=agent,
+                        scripts=scripts.location,
+                        service_json=service_json(fleet),
+                        every_boot=fleet.warm_pool is not None,
+                    ),
                 )
             )
             gpu_fleet = GpuFleet(
@@ -120,6 +130,7 @@ class FleetStack(PlatformStack):
                 volume_key=volume_key,
                 notification_topic=self.alerts_topic,
                 metrics_namespace=names.metrics_namespace,
+                placement_tags=env.pinned_placement_group_tags,
             )
             for log_group in self.node_log_groups.values():
                 gpu_fleet.auto_scaling_group.node.add_dependency(log_group)  # the agent cannot create log groups
@@ -181,6 +192,19 @@ class FleetStack(PlatformStack):
                 metrics_namespace=names.metrics_namespace,
             ).role
         )
+        # The role the pipeline's AMI gate assumes before it deploys the environment, where pipeline.yaml asks.
+        self.ami_gate_role = (
+            None
+            if gate_trust is None
+            else AmiGateRole(
+                self,
+                "AmiGate",
+                role_name=ami_gate_role_name(env.name),
+                trusted_account=gate_trust.account,
+                trusted_role_name=gate_trust.role_name,
+                parameter_name=names.ami_parameter,
+            ).role
+        )
 
     def _ami_rollout(self, env: Environment, names: ResourceNames, node_role: iam.IRole) -> AmiRollout | None:
         """Every fleet with a rollout (not Capacity Block fleets, not ``refresh.enabled: false``), refreshed
@@ -221,3 +245,8 @@ def _training_group(fleet: Fleet, group: ec2.ISecurityGroup | None) -> ec2.ISecu
     if group is None:
         raise ValueError(f"fleet {fleet.name} trains but the network has no training security group")
     return group
+
+
+def reading_file_system(identity: str, lines: list[str]) -> list[str]:
+    """``lines`` with a comment naming the file system's identity after the first one (``set -euo pipefail``)."""
+    return [lines[0], f"# reads the Lustre file system {identity}", *lines[1:]]

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aws_cdk import CfnOutput, Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config import Environment
+from config.identity import file_system_identity, service_identity
 from config.naming import ResourceNames
 from gpu_constructs.fleet.gpu_fleet import TERMINATE_HOOK_TIMEOUT
 from gpu_constructs.fleet.service_load_balancer import ServiceLoadBalancer
@@ -20,7 +22,7 @@ from gpu_constructs.observability.platform_dashboard import FleetPanel, Platform
 from gpu_constructs.observability.security_alarms import SecurityAlarms
 from gpu_constructs.observability.service_alarms import ServiceAlarms, ServiceTarget
 from gpu_constructs.observability.spot_events import SpotEvents
-from stacks.base import PlatformStack
+from stacks.base import PlatformStack, stamp_readers
 
 
 class MonitoringStack(PlatformStack):
@@ -58,7 +60,12 @@ class MonitoringStack(PlatformStack):
         }
         # Served fleets (fleet name -> load balancer, fleet stack): alarms on the load balancer's metrics.
         targets = [
-            ServiceTarget(name, lb.load_balancer.load_balancer_full_name, lb.target_group.target_group_full_name)
+            ServiceTarget(
+                name,
+                lb.load_balancer.load_balancer_full_name,
+                lb.target_group.target_group_full_name,
+                names.asg_name(name),
+            )
             for name, lb in services.items()
         ]
         served = {f.name: f.service for f in env.fleets if f.service is not None}
@@ -97,6 +104,12 @@ class MonitoringStack(PlatformStack):
             self.spot_events.alarm,
             *self.security_alarms.alarms.values(),
         ]
+        for fleet in env.fleets:
+            if fleet.name in self.service_alarms:
+                stamp_readers(
+                    self.service_alarms[fleet.name], f"load balancer of {fleet.name}", service_identity(env, fleet)
+                )
+        stamp_readers(self.fsx_alarms, "file system", file_system_identity(env))
         self.dashboard = PlatformDashboard(
             self,
             "Dashboard",
@@ -108,6 +121,14 @@ class MonitoringStack(PlatformStack):
             alarms=alarms,
             services=targets,
         ).dashboard
+        reads = [f"file system {file_system_identity(env)}"] + [
+            f"load balancer of {f.name} {service_identity(env, f)}" for f in env.fleets if f.service is not None
+        ]
+        self.dashboard.add_widgets(
+            cloudwatch.TextWidget(
+                markdown=f"Reads (identity of each resource shown): {', '.join(reads)}", width=24, height=1
+            )
+        )
         CfnOutput(
             self,
             "DashboardUrl",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
-from aws_cdk import Duration
+from aws_cdk import CfnTag, Duration
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -76,6 +76,7 @@ class GpuFleet(Construct):
         volume_key: kms.IKey,
         notification_topic: sns.ITopic,
         metrics_namespace: str,
+        placement_tags: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.launch_hook_name = launch_hook_name(group_name)
@@ -164,7 +165,12 @@ class GpuFleet(Construct):
 
         self.placement_group: ec2.CfnPlacementGroup | None = None
         if fleet.placement is not Placement.NONE:
-            self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy=fleet.placement.value)
+            # Tags is create-only for a placement group: its own pinned set (Environment.placement_group_tags),
+            # never the environment's tags, so that a tag edit does not re-create the group under running nodes.
+            tags = [CfnTag(key=k, value=v) for k, v in sorted((placement_tags or {}).items())]
+            self.placement_group = ec2.CfnPlacementGroup(
+                self, "PlacementGroup", strategy=fleet.placement.value, tags=tags or None
+            )
             cfn_group.add_property_override("PlacementGroup", self.placement_group.ref)
 
         reservation = fleet.capacity_reservation

@@ -70,7 +70,7 @@ def test_seed_puts_once_and_never_overwrites_what_image_builder_wrote(synth: Syn
     name = ResourceNames.of(cfg).ami_parameter
     stack = synth.stack(env, "Image")
     # CloudFormation writes no value of the parameter: no AWS::SSM::Parameter of that name in any stack, so on a
-    # fresh stack the seed's call below is the one that creates it (tests/flows/test_upgrade_names.py: how the
+    # fresh stack the seed's call below is the one that creates it (tests/update/test_upgrade_names.py: how the
     # released resource of that name left the template).
     owned = [
         k

@@ -290,7 +290,7 @@ def test_ami_parameter_bootstraps_from_the_deep_learning_ami(synth: Synth, env: 
     """Seeded by a custom resource (tests/unit/test_ami_parameter_seed.py follows its calls)."""
     cfg = synth.environments[env]
     stack = image(synth, env)
-    # CloudFormation writes no value of it: no AWS::SSM::Parameter at all (tests/flows/test_upgrade_names.py: how
+    # CloudFormation writes no value of it: no AWS::SSM::Parameter at all (tests/update/test_upgrade_names.py: how
     # the released one left the template)
     assert stack.resources("AWS::SSM::Parameter") == {}
     ((seed_id, seed),) = stack.resources("Custom::AWS").items()

@@ -1,0 +1,142 @@
+"""Config edits that CloudFormation cannot apply in place to a running environment.
+
+Compares an environment as deployed (``before``) with the edited one (``after``). Each edit listed here
+changes a create-only property (CloudFormation registry schema ``createOnlyProperties``) of a resource
+that holds state or that running nodes use, so the update would replace it under them, or (a smaller
+file system) the update fails. Each change names the field, what would happen and the safe way.
+tests/update/test_update_matrix.py proves the list against synthesized templates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from config.fleets import Placement
+from config.network import EgressMode
+from config.schema import Environment
+
+_NEW_ENV = "deploy a new environment with the new value beside this one and move the work to it"
+
+
+@dataclass(frozen=True)
+class Change:
+    field: str
+    message: str
+    safe_way: str
+
+
+def unsafe_changes(before: Environment, after: Environment) -> list[Change]:
+    """The edits from ``before`` to ``after`` that would replace a resource in use (or fail), in field order."""
+    return [*_network(before, after), *_storage(before, after), *_placement(before, after), *_services(before, after)]
+
+
+def _network(before: Environment, after: Environment) -> Iterator[Change]:
+    fields = {
+        "network.vpc_cidr": (before.network.vpc_cidr, after.network.vpc_cidr),
+        "network.egress": (before.network.egress, after.network.egress),
+        "network.gpu_subnet_mask": (before.network.gpu_subnet_mask, after.network.gpu_subnet_mask),
+        "availability_zones": (before.availability_zones, after.availability_zones),
+    }
+    if before.network.egress is after.network.egress is EgressMode.NAT:  # isolated VPCs have no public subnets
+        fields["network.public_subnet_mask"] = (before.network.public_subnet_mask, after.network.public_subnet_mask)
+    for field, (old, new) in fields.items():
+        if old != new:
+            yield Change(
+                field,
+                f"{_shown(old)} -> {_shown(new)} re-creates the VPC's subnets (CidrBlock and AvailabilityZone are "
+                "create-only) under every node, load balancer and file system",
+                _NEW_ENV,
+            )
+
+
+def _storage(before: Environment, after: Environment) -> Iterator[Change]:
+    old, new = before.storage.file_system, after.storage.file_system
+    where = "deleted with its unexported data" if not after.protect_stateful_resources else "left unmanaged"
+    replaced = f"replaces the file system: the old one is {where}, and every node loses /fsx until it is replaced"
+    safe = (
+        "scale every fleet to 0, let the data repository associations finish exporting (or export with a data "
+        "repository task), then deploy and scale back; or add the new file system in a new environment"
+    )
+    if old.deployment_type != new.deployment_type:
+        field = "storage.file_system.deployment_type"
+        yield Change(
+            field, f"{old.deployment_type} -> {new.deployment_type} {replaced} (DeploymentType is create-only)", safe
+        )
+    if old.availability_zone != new.availability_zone:
+        field = "storage.file_system.availability_zone"
+        yield Change(
+            field, f"{old.availability_zone} -> {new.availability_zone} {replaced} (SubnetIds is create-only)", safe
+        )
+    if new.storage_capacity_gib < old.storage_capacity_gib:
+        yield Change(
+            "storage.file_system.storage_capacity_gib",
+            f"{old.storage_capacity_gib} -> {new.storage_capacity_gib}: FSx for Lustre cannot shrink a file "
+            "system (the update fails and rolls back)",
+            f"keep {old.storage_capacity_gib} or more; to shrink, move the data to a new, smaller file system",
+        )
+
+
+def _placement(before: Environment, after: Environment) -> Iterator[Change]:
+    kept = {f.name: f for f in before.fleets if f.placement is not Placement.NONE}
+    in_groups = [f for f in after.fleets if f.name in kept]
+    safe = (
+        "scale the fleet(s) {names} to 0 first (a placement group cannot be deleted while instances run in it), "
+        "deploy, then scale back"
+    )
+    for i, fleet in enumerate(after.fleets):
+        old = kept.get(fleet.name)
+        if old is not None and old.placement is not fleet.placement:
+            yield Change(
+                f"fleets[{i}].placement",
+                f"{old.placement.value} -> {fleet.placement.value} re-creates the placement group of fleet "
+                f"{fleet.name!r} (Strategy is create-only; none removes it) under its running nodes",
+                safe.format(names=repr(fleet.name)),
+            )
+    if in_groups and before.pinned_placement_group_tags != after.pinned_placement_group_tags:
+        names = ", ".join(repr(f.name) for f in in_groups)
+        if after.placement_group_tags is None:
+            field, fix = (
+                "tags",
+                (
+                    f"keep the placement groups' tags: add placement_group_tags: {before.pinned_placement_group_tags} "
+                    "(then edit tags freely); or " + safe.format(names=names)
+                ),
+            )
+        else:
+            field, fix = "placement_group_tags", safe.format(names=names)
+        yield Change(
+            field,
+            f"changes the tags of the placement groups of {names}, which re-creates them (Tags is create-only for "
+            "AWS::EC2::PlacementGroup) under their running nodes",
+            fix,
+        )
+
+
+def _services(before: Environment, after: Environment) -> Iterator[Change]:
+    served = {f.name: f.service for f in before.fleets if f.service is not None}
+    safe = "add a second served fleet with the new value beside this one, move the clients to its load balancer, then remove this fleet"
+    for i, fleet in enumerate(after.fleets):
+        old = served.get(fleet.name)
+        if old is None or fleet.service is None:
+            continue
+        if old.port != fleet.service.port:
+            yield Change(
+                f"fleets[{i}].service.port",
+                f"{old.port} -> {fleet.service.port} replaces the target group of fleet {fleet.name!r} (Port is "
+                "create-only): the listener moves to a new, empty group and serves 503 until every node runs the new port",
+                safe,
+            )
+        if old.load_balancer.internal != fleet.service.load_balancer.internal:
+            yield Change(
+                f"fleets[{i}].service.load_balancer.internal",
+                f"{old.load_balancer.internal} -> {fleet.service.load_balancer.internal} replaces the load balancer "
+                f"of fleet {fleet.name!r} (Scheme is create-only): its DNS name changes under the clients",
+                safe,
+            )
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(getattr(value, "value", value))

@@ -1,0 +1,91 @@
+"""config/changes.py: each edit that would replace a resource in use is named with its field and safe way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from config.changes import unsafe_changes
+from config.loader import CONFIG_DIR, load_environment
+from config.schema import Environment
+
+
+def _env(name: str = "dev") -> Environment:
+    return load_environment(CONFIG_DIR / f"{name}.yaml")
+
+
+def _edit(env: Environment, **update: Any) -> Environment:
+    return Environment.model_validate({**env.model_dump(exclude_unset=True), **update})
+
+
+def _fleet_update(env: Environment, index: int, **update: Any) -> Environment:
+    data = env.model_dump(exclude_unset=True)
+    data["fleets"][index] = {**data["fleets"][index], **update}
+    return Environment.model_validate(data)
+
+
+def test_an_unchanged_environment_has_no_unsafe_change() -> None:
+    assert unsafe_changes(_env(), _env()) == []
+
+
+def test_a_tag_edit_is_safe_where_the_placement_group_tags_are_pinned() -> None:
+    env = _env()
+    edited = _edit(env, tags={**env.tags, "CostCenter": "other"})
+    assert unsafe_changes(env, edited) == []
+
+
+def test_a_tag_edit_without_pinned_placement_group_tags_gives_the_block_to_pin() -> None:
+    env = _edit(_env(), placement_group_tags=None)
+    (change,) = unsafe_changes(env, _edit(env, tags={**env.tags, "CostCenter": "other"}))
+    assert change.field == "tags"
+    assert "placement_group_tags: {" in change.safe_way and "'CostCenter': 'ml-research-dev'" in change.safe_way
+
+
+def test_placement_group_tags_and_strategy() -> None:
+    env = _env()
+    retagged = _edit(env, placement_group_tags={**env.tags, "Owner": "x"})
+    assert [c.field for c in unsafe_changes(env, retagged)] == ["placement_group_tags"]
+    spread = _fleet_update(env, 0, placement="spread")
+    (change,) = unsafe_changes(env, spread)
+    assert change.field == "fleets[0].placement" and "to 0" in change.safe_way
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("port", 8081), ("internal", False)],
+)
+def test_service_port_and_scheme(field: str, value: Any) -> None:
+    env = _env()
+    data = env.model_dump(exclude_unset=True)
+    service = data["fleets"][1]["service"]
+    if field == "port":
+        service["port"] = value
+    else:
+        service["load_balancer"]["internal"] = value
+    (change,) = unsafe_changes(env, Environment.model_validate(data))
+    assert change.field.startswith("fleets[1].service.")
+    assert "second served fleet" in change.safe_way
+
+
+def test_file_system_replacements_and_shrinking() -> None:
+    env = _env("staging")
+    data = env.model_dump(exclude_unset=True)
+    data["storage"]["file_system"]["availability_zone"] = "us-east-1b"
+    data["fleets"] = [{**f, "availability_zones": ["us-east-1b"]} for f in data["fleets"]]
+    fields = [c.field for c in unsafe_changes(env, Environment.model_validate(data))]
+    assert fields == ["storage.file_system.availability_zone"]
+    bigger = _env("prod")
+    data = bigger.model_dump(exclude_unset=True)
+    data["storage"]["file_system"]["storage_capacity_gib"] = 2400
+    (change,) = unsafe_changes(bigger, Environment.model_validate(data))
+    assert "cannot shrink" in change.message
+
+
+def test_network_edits_need_a_new_environment() -> None:
+    env = _env()
+    data = env.model_dump(exclude_unset=True)
+    data["network"]["vpc_cidr"] = "10.11.0.0/16"
+    data["fleets"][1]["service"]["load_balancer"]["allowed_cidrs"] = ["10.11.0.0/16"]
+    (change,) = unsafe_changes(env, Environment.model_validate(data))
+    assert change.field == "network.vpc_cidr" and "new environment" in change.safe_way

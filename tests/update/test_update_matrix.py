@@ -1,0 +1,141 @@
+"""The update matrix: the edits users make to a running environment, each synthesized before and after.
+
+"Before" is the shipped config/ as synthesized for the whole run (``shipped_synth``); "after" is one
+environment synthesized with the edit applied to its file. What CloudFormation would replace comes from
+the registry schemas' createOnlyProperties (tests/update/replacements.py). An edit either replaces nothing
+that holds state, carries a fixed name or is in use by running nodes, or ``validate`` refuses it against
+the deployed config with the safe way (config/changes.py); either way no consumer keeps reading a
+replaced resource. docs/operations.md carries the table.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.changes import unsafe_changes
+from config.loader import CONFIG_DIR, load_environment
+from tests.synth import Synth
+from tests.update.edits import IN_PLACE, REFUSED, REMOVAL, Edit
+from tests.update.replacements import Replacement, Templates, consumers_left_behind, replacements
+from tests.update.synth_edit import read_config, synth_edited, templates_of
+
+ENVS = ("dev", "staging", "prod")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def before(shipped_synth: Synth) -> dict[str, Templates]:
+    return {env: templates_of(shipped_synth, env) for env in ENVS}
+
+
+def _edited(env: str, edits: tuple[Edit, ...]) -> tuple[dict[str, Any], list[str]]:
+    data = read_config(CONFIG_DIR, env)
+    applied = [e.name for e in edits if e.apply(data) is None]
+    return data, applied
+
+
+def _environment(data: dict[str, Any], tmp_path: Path) -> Any:
+    path = tmp_path / f"{data['name']}.yaml"
+    path.write_text(json.dumps(data))  # JSON is YAML
+    return load_environment(path)
+
+
+def _in_use(found: list[Replacement]) -> list[str]:
+    return [str(r) for r in found if r.protected]
+
+
+def _ami_parameter_writers(templates: Templates) -> dict[str, Any]:
+    """The custom resources that write the fleets' AMI parameter (their Create/Update calls)."""
+    return {
+        f"{stack}/{lid}": r["Properties"]
+        for stack, t in templates.items()
+        for lid, r in t["Resources"].items()
+        if r["Type"] == "Custom::AWS" and "putParameter" in json.dumps(r["Properties"])
+    }
+
+
+def _image_versions_collide(before: Templates, after: Templates, found: list[Replacement]) -> list[str]:
+    """Replaced Image Builder components and recipes whose (Name, Version) stays: the new one would collide."""
+    collide = []
+    for r in found:
+        if r.type in ("AWS::ImageBuilder::Component", "AWS::ImageBuilder::ImageRecipe"):
+            old = before[r.stack]["Resources"][r.logical_id]["Properties"]
+            new = after.get(r.stack, {}).get("Resources", {}).get(r.logical_id, {}).get("Properties")
+            if new is not None and (old["Name"], old["Version"]) == (new["Name"], new["Version"]):
+                collide.append(str(r))
+    return collide
+
+
+def _check_in_place(env: str, before: Templates, after: Templates, data: dict[str, Any], tmp_path: Path) -> None:
+    found = replacements(before, after)
+    assert _in_use(found) == []
+    assert consumers_left_behind(before, after, found) == []
+    assert _image_versions_collide(before, after, found) == []
+    assert _ami_parameter_writers(after) == _ami_parameter_writers(before)
+    deployed = load_environment(CONFIG_DIR / f"{env}.yaml")
+    assert unsafe_changes(deployed, _environment(data, tmp_path)) == []
+
+
+@pytest.mark.parametrize("edit", IN_PLACE, ids=lambda e: e.name)
+def test_each_in_place_edit_of_dev_replaces_nothing_in_use(
+    edit: Edit, before: dict[str, Templates], tmp_path: Path
+) -> None:
+    data, applied = _edited("dev", (edit,))
+    if not applied:
+        pytest.skip(f"{edit.name}: {edit.apply(copy.deepcopy(read_config(CONFIG_DIR, 'dev')))}")
+    _check_in_place("dev", before["dev"], synth_edited(CONFIG_DIR, "dev", data, tmp_path), data, tmp_path)
+
+
+@pytest.mark.parametrize("env", ["staging", "prod"])
+def test_every_in_place_edit_at_once_replaces_nothing_in_use(
+    env: str, before: dict[str, Templates], tmp_path: Path
+) -> None:
+    data, applied = _edited(env, IN_PLACE)
+    assert applied  # the shipped environments take most of them (tags, capacity, log retention at least)
+    _check_in_place(env, before[env], synth_edited(CONFIG_DIR, env, data, tmp_path), data, tmp_path)
+
+
+@pytest.mark.parametrize("edit", REFUSED, ids=lambda e: e.name)
+def test_an_edit_that_replaces_what_is_in_use_is_refused_and_its_consumers_follow(
+    edit: Edit, before: dict[str, Templates], tmp_path: Path
+) -> None:
+    data, applied = _edited("dev", (edit,))
+    if not applied:
+        pytest.skip(f"{edit.name} does not apply to dev")
+    after = synth_edited(CONFIG_DIR, "dev", data, tmp_path)
+    found = replacements(before["dev"], after)
+    # The templates confirm the refusal is needed: something in use is replaced ...
+    assert _in_use(found), f"{edit.name}: nothing in use is replaced: the refusal is not needed"
+    # ... validate refuses it, naming the field, with the safe way ...
+    changes = unsafe_changes(load_environment(CONFIG_DIR / "dev.yaml"), _environment(data, tmp_path))
+    assert changes and all(c.safe_way for c in changes)
+    # ... and done anyway (--allow-replacement), every stack that reads the replaced resource changes with it.
+    assert consumers_left_behind(before["dev"], after, found) == []
+
+
+def test_removing_a_fleet_deletes_its_own_resources_only(before: dict[str, Templates], tmp_path: Path) -> None:
+    data = read_config(CONFIG_DIR, "dev")
+    removed = data["fleets"][-1]["name"]
+    assert REMOVAL.apply(data) is None
+    after = synth_edited(CONFIG_DIR, "dev", data, tmp_path)
+    found = replacements(before["dev"], after)
+    assert found  # the fleet's group, template, alarms ...
+    paths = {
+        str(r): before["dev"][r.stack]["Resources"][r.logical_id].get("Metadata", {}).get("aws:cdk:path", "")
+        for r in found
+    }
+    others = [r for r, path in paths.items() if f"-{removed}/" not in path and f"-{removed}-" not in path]
+    assert others == []
+    assert consumers_left_behind(before["dev"], after, found) == []
+
+
+def test_the_table_in_the_operations_guide_lists_every_edit() -> None:
+    guide = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    assert "## What an edit does to a running environment" in guide
+    missing = [e.name for e in (*IN_PLACE, *REFUSED, REMOVAL) if f"| {e.name} |" not in guide]
+    assert missing == []
