@@ -375,9 +375,26 @@ def test_on_the_bootstrap_ami_the_job_runs_the_deep_learning_amis_torchrun(job_n
     assert node.records(node.torchrun_record), "the bootstrap AMI's torchrun did not run"
 
 
+def _without_torchrun(node: JobNode, path: str) -> str:
+    """``path`` on this node, each system folder replaced by a copy of its links without torchrun: this machine
+    may have one (Debian's python3-torch), the node of this test has none."""
+    dirs = []
+    for i, folder in enumerate(_on_this_node(node, path).split(":")):
+        if folder.startswith(str(node.root)) or not Path(folder).is_dir():
+            dirs.append(folder)
+            continue
+        shadow = node.root / "system-path" / str(i)
+        shadow.mkdir(parents=True)
+        for tool in Path(folder).iterdir():
+            if tool.name != "torchrun":
+                (shadow / tool.name).symlink_to(tool)
+        dirs.append(str(shadow))
+    return ":".join(dirs)
+
+
 def test_without_any_torchrun_the_job_says_which_path_it_searched(job_node: JobNode) -> None:
     node = job_node
-    node.extra_env["JOB_PATH"] = _on_this_node(node, layout.WORKLOAD_PATH)
+    node.extra_env["JOB_PATH"] = _without_torchrun(node, layout.WORKLOAD_PATH)
     node.worker_env(steps=1, every=1, step_s=0.02)
     start(node, "no-torch", f"python3 {node.path('/fsx/work/train_standin.py')}")
     node.wait_until_ended(UNIT.format("no-torch"))
