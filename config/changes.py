@@ -68,6 +68,7 @@ def _storage(before: Environment, after: Environment) -> Iterator[Change]:
         yield Change(
             field, f"{old.availability_zone} -> {new.availability_zone} {replaced} (SubnetIds is create-only)", safe
         )
+    yield from _associations(before, after)
     if new.storage_capacity_gib < old.storage_capacity_gib:
         yield Change(
             "storage.file_system.storage_capacity_gib",
@@ -75,6 +76,26 @@ def _storage(before: Environment, after: Environment) -> Iterator[Change]:
             "system (the update fails and rolls back)",
             f"keep {old.storage_capacity_gib} or more; to shrink, move the data to a new, smaller file system",
         )
+
+
+def _associations(before: Environment, after: Environment) -> Iterator[Change]:
+    """A kept directory linked to another prefix, or a kept prefix to another directory: CloudFormation creates
+    the new association before it deletes the old one, and FSx refuses a directory or prefix already linked."""
+    by_path = {a.file_system_path: a.bucket_prefix for a in before.storage.associations}
+    by_prefix = {a.bucket_prefix: a.file_system_path for a in before.storage.associations}
+    for i, dra in enumerate(after.storage.associations):
+        old_prefix, old_path = by_path.get(dra.file_system_path), by_prefix.get(dra.bucket_prefix)
+        if (old_prefix or dra.bucket_prefix) != dra.bucket_prefix or (
+            old_path or dra.file_system_path
+        ) != dra.file_system_path:
+            yield Change(
+                f"storage.associations[{i}]",
+                f"{dra.file_system_path} <-> {dra.bucket_prefix} re-links a directory or prefix linked now "
+                f"({dra.file_system_path} <-> {old_prefix or '-'}, {old_path or '-'} <-> {dra.bucket_prefix}): the "
+                "new association is created before the old one is deleted, and FSx refuses the second link (the "
+                "update fails and rolls back)",
+                "remove the association and deploy, then add it with the new directory or prefix and deploy again",
+            )
 
 
 def _placement(before: Environment, after: Environment) -> Iterator[Change]:

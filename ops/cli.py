@@ -49,12 +49,13 @@ def validate(
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 on WARNINGs too")] = False,
     config_dir: ConfigDirOption = CONFIG_DIR,
     since: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--since",
-            help="git revision of the deployed config: edits since then that replace a resource in use are ERRORs",
+            help="git revision of the deployed config (default HEAD where config/ is in git): edits since then that "
+            "replace a resource in use are ERRORs; a revision that cannot be read is an ERROR",
         ),
-    ] = "HEAD",
+    ] = None,
     allow_replacement: Annotated[
         bool, typer.Option("--allow-replacement", help="report those edits as WARNINGs (done the safe way)")
     ] = False,
@@ -64,7 +65,13 @@ def validate(
     from ops.findings import exit_code
     from ops.validate import validate as run
 
-    findings = run(env or None, config_dir, since=since or None, allow_replacement=allow_replacement)
+    findings = run(
+        env or None,
+        config_dir,
+        since=since or "HEAD",
+        allow_replacement=allow_replacement,
+        since_required=since is not None,
+    )
     code = exit_code(findings, strict)
     if json_out:
         print(json.dumps({"findings": [f.as_dict() for f in findings], "exit_code": code}, indent=2))

@@ -95,6 +95,7 @@ def validate(
     now: datetime | None = None,
     since: str | None = None,
     allow_replacement: bool = False,
+    since_required: bool = True,
 ) -> list[Finding]:
     """Findings for the named environments (all when None); a ``ConfigError`` for a config mistake.
     With ``since`` (a git revision), the edits since then that replace a resource in use (ops/deployed_config.py)."""
@@ -105,5 +106,9 @@ def validate(
         shown = display_path(config_dir / f"{env.name}.yaml")
         findings.extend(clock_findings(env, shown, now))
         findings.extend(placeholder_findings(env, shown))
-        findings.extend(change_findings(env, config_dir / f"{env.name}.yaml", shown, since, allow_replacement))
+        findings.extend(
+            change_findings(
+                env, config_dir / f"{env.name}.yaml", shown, since, allow_replacement, required=since_required
+            )
+        )
     return findings

@@ -44,7 +44,10 @@ class PlatformStack(Stack):
             env=AwsEnvironment(account=env.account, region=env.region),
             termination_protection=protect,
             description=description,
-            tags=dict(env.tags),  # the stack's own tags (manifest): CloudFormation propagates them at deploy
+            # The stack's own tags (manifest): CloudFormation propagates them to every resource at deploy, and
+            # they cannot exclude a type. Placement groups are among them and their Tags are create-only, so the
+            # stack carries the pinned set; the environment's editable tags reach resources through the template.
+            tags=env.pinned_placement_group_tags,
         )
         # ... and in the template, on every taggable resource of the stack (CDK's tag aspect), except where
         # Tags is create-only: a placement group carries its own pinned set (Environment.placement_group_tags).

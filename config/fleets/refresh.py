@@ -74,6 +74,14 @@ class Refresh(Strict):
         int,
         Field(ge=0, le=MAX_CHECKPOINT_DELAY_MINUTES, description="48 hours, the instance refresh API's limit"),
     ] = 15
+    bake_minutes: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=MAX_CHECKPOINT_DELAY_MINUTES,
+            description="after the last replacement, the rollback alarms still roll back for this long (BakeTime)",
+        ),
+    ] = 15
     auto_rollback: bool = True
     rollback_alarms: list[RollbackAlarm] = Field(
         default_factory=lambda: [RollbackAlarm.HEALTH_CHECK_FAILED, RollbackAlarm.GPU_TEMPERATURE_CRITICAL]

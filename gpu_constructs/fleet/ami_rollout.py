@@ -49,6 +49,9 @@ def refresh_preferences(refresh: Refresh, alarm_names: Sequence[str]) -> dict[st
         prefs["CheckpointDelay"] = refresh.checkpoint_delay_minutes * 60
     if alarm_names:
         prefs["AlarmSpecification"] = {"Alarms": list(alarm_names)}
+        # The last node's replacement still rolls back while its alarms evaluate (a 5-minute alarm needs two
+        # periods and CloudWatch's delay): BakeTime, the wait "before the instance refresh is considered complete".
+        prefs["BakeTime"] = refresh.bake_minutes * 60
     return prefs
 
 

@@ -89,3 +89,14 @@ def test_network_edits_need_a_new_environment() -> None:
     data["fleets"][1]["service"]["load_balancer"]["allowed_cidrs"] = ["10.11.0.0/16"]
     (change,) = unsafe_changes(env, Environment.model_validate(data))
     assert change.field == "network.vpc_cidr" and "new environment" in change.safe_way
+
+
+def test_relinking_a_directory_or_prefix_is_refused_adding_one_is_not() -> None:
+    env = _env("staging")
+    data = env.model_dump(exclude_unset=True)
+    links = [a.model_dump() for a in env.storage.associations]
+    data["storage"]["associations"] = [{**links[0], "bucket_prefix": "datasets-v2/"}, *links[1:]]
+    (change,) = unsafe_changes(env, Environment.model_validate(data))
+    assert change.field == "storage.associations[0]" and "remove the association and deploy" in change.safe_way
+    data["storage"]["associations"] = [*links, {"file_system_path": "/scratch-data", "bucket_prefix": "scratch/"}]
+    assert unsafe_changes(env, Environment.model_validate(data)) == []

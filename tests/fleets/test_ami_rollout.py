@@ -188,7 +188,10 @@ def test_refresh_preferences_equal_the_fleet_config(synth: Synth, fleet_synth: S
                 "AlarmSpecification": {
                     "Alarms": [f"gpu-platform-{env}-{fleet.name}-{a.value}" for a in refresh.rollback_alarms]
                 },
+                # After the last replacement its alarms still roll back (two 5-minute periods and CloudWatch's delay).
+                "BakeTime": refresh.bake_minutes * 60,
             }
+            assert prefs["BakeTime"] >= 10 * 60
             # A served fleet launches before it terminates (tests/flows/test_served_rollout.py); others do not.
             assert (prefs["MinHealthyPercentage"], "MaxHealthyPercentage" in prefs) == (
                 (100, True) if fleet.service is not None else (refresh.min_healthy_percentage, False)

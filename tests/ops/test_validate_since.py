@@ -66,9 +66,29 @@ def test_without_since_nothing_is_compared(repo: Path) -> None:
     assert _replacing(validate(["dev"], repo)) == []
 
 
+def test_an_environment_git_does_not_have_yet_is_an_info(repo: Path) -> None:
+    shutil.copy(repo / "staging.yaml", repo / "qa.yaml")
+    text = (
+        (repo / "qa.yaml")
+        .read_text()
+        .replace("name: staging", "name: qa")
+        .replace("Environment: staging", "Environment: qa")
+    )
+    text = text.replace("222222222222", "444444444444")
+    (repo / "qa.yaml").write_text(text)
+    dev = (repo / "dev.yaml").read_text()
+    (repo / "dev.yaml").write_text(dev.replace("share_with: [staging, prod]", "share_with: [staging, prod, qa]"))
+    findings = [f for f in validate(["qa"], repo, since="HEAD") if f.check == "deployed-config"]
+    assert [f.level for f in findings] == [Level.INFO] and "a new environment" in findings[0].message
+
+
 @pytest.mark.parametrize("ref", ["no-such-revision", "HEAD~5"])
-def test_a_revision_without_the_file_is_an_info(repo: Path, ref: str) -> None:
+def test_a_revision_that_cannot_be_read_fails_when_asked_for(repo: Path, ref: str) -> None:
     _edit_port(repo)
     findings = [f for f in validate(["dev"], repo, since=ref) if f.check == "deployed-config"]
-    assert [f.level for f in findings] == [Level.INFO]
-    assert "not compared with the deployed config" in findings[0].message
+    assert [f.level for f in findings] == [Level.ERROR]
+    assert "not compared with the deployed config" in findings[0].message and findings[0].fix
+    assert exit_code(validate(["dev"], repo, since=ref)) == 1
+    # The default (HEAD, not asked for) only informs: a config/ outside git is still validated.
+    quiet = [f for f in validate(["dev"], repo, since=ref, since_required=False) if f.check == "deployed-config"]
+    assert [f.level for f in quiet] == [Level.INFO]

@@ -52,7 +52,7 @@ def test_cost_allocation_tags_on_stacks_and_resources(synth: Synth, env: str) ->
     cfg = synth.environments[env]
     for stack_name in STATEFUL:
         stack = synth.stack(env, stack_name)
-        assert stack.manifest["properties"]["tags"] == cfg.tags
+        assert stack.manifest["properties"]["tags"] == cfg.pinned_placement_group_tags
         for logical_id, res in stack.json["Resources"].items():
             tags = res.get("Properties", {}).get("Tags")
             if isinstance(tags, list):

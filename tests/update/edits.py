@@ -120,6 +120,57 @@ def image_version(data: Config) -> str | None:
     return None
 
 
+def certificate(data: Config) -> str | None:
+    served = [f for f in _served(data) if not f["service"]["load_balancer"].get("certificate_arn")]
+    if not served:
+        return "no served fleet without a certificate"
+    arn = f"arn:aws:acm:{data['region']}:{data['account']}:certificate/12345678-1234-4234-8234-123456789012"
+    served[0]["service"]["load_balancer"]["certificate_arn"] = arn
+    return None
+
+
+def new_instance_type(data: Config) -> str | None:
+    from config.catalog import get_instance_type
+
+    for fleet in data.get("fleets", []):
+        first = get_instance_type(fleet["instance_types"][0])
+        same_gpus = [
+            f"{first.family}.{size}"
+            for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")
+            if f"{first.family}.{size}" not in fleet["instance_types"]
+        ]
+        for name in same_gpus:
+            try:
+                if get_instance_type(name).gpu_count == first.gpu_count:
+                    fleet["instance_types"].append(name)
+                    return None
+            except Exception:  # noqa: BLE001, S112 - not in the catalog: try the next size  # nosec B112
+                continue
+    return "no fleet with a catalog type of the same GPU count to add"
+
+
+def capacity_desired(data: Config) -> str | None:
+    changed = False
+    for fleet in data.get("fleets", []):
+        cap = fleet["capacity"]
+        if cap.get("desired", cap["min"]) < cap["max"]:
+            cap["desired"] = cap.get("desired", cap["min"]) + 1
+            changed = True
+    return None if changed else "every fleet at its max"
+
+
+def association_prefix(data: Config) -> str | None:
+    from config.storage import Storage
+
+    storage = data["storage"]
+    if "associations" not in storage:
+        storage["associations"] = [a.model_dump() for a in Storage.model_fields["associations"].get_default(call_default_factory=True)]
+    if not storage["associations"]:
+        return "no data repository association"
+    storage["associations"][0]["bucket_prefix"] = storage["associations"][0]["bucket_prefix"].rstrip("/") + "-v2/"
+    return None
+
+
 def remove_fleet(data: Config) -> str | None:
     if len(data.get("fleets", [])) < 2:
         return "fewer than two fleets"
@@ -191,6 +242,9 @@ IN_PLACE: tuple[Edit, ...] = (
     Edit("instance types", instance_types, "a new launch template version; running nodes stay until replaced"),
     Edit("scaling thresholds and schedules", scaling, "policies, alarms and scheduled actions change in place"),
     Edit("alarm thresholds", alarm_thresholds, "alarms change in place"),
+    Edit("certificate", certificate, "the listener changes in place to HTTPS"),
+    Edit("new instance type", new_instance_type, "a new launch template version and mixed-instances override"),
+    Edit("desired capacity", capacity_desired, "the groups' desired changes in place"),
     Edit(
         "image component version", image_version, "a new component version and recipe version; the next build uses them"
     ),
@@ -203,6 +257,7 @@ REFUSED: tuple[Edit, ...] = (
     Edit("FSx deployment type", fsx_deployment_type, "replaces the file system (DeploymentType is create-only)"),
     Edit("FSx availability zone", fsx_zone, "replaces the file system (SubnetIds is create-only)"),
     Edit("placement group tags", placement_tags, "replaces the placement group (Tags is create-only)"),
+    Edit("data repository association prefix", association_prefix, "replaces the association (DataRepositoryPath is create-only)"),
 )
 
 REMOVAL = Edit("remove a fleet", remove_fleet, "the removed fleet's resources are deleted; no other is replaced")

@@ -22,6 +22,8 @@ Templates = dict[str, dict[str, Any]]  # stack name -> template
 Key = tuple[str, str]  # (stack name, logical id)
 
 SCHEMA_REGION = "us-east-1"
+#: Where a template of ``Templates`` carries its stack's own tags (the cloud assembly manifest's), when known.
+STACK_TAGS = "x-stack-tags"
 
 #: AWS CloudFormation Template Reference, AWS::FSx::FileSystem LustreConfiguration: these nested
 #: properties say "Update requires: Replacement"; the registry schema lists only top-level ones.
@@ -150,6 +152,10 @@ def replacements(before: Templates, after: Templates) -> list[Replacement]:
             if new is None or new["Type"] != old["Type"]:
                 found[(stack, logical_id)] = Replacement(stack, logical_id, old["Type"], "removed from the template")
                 continue
+            if ("Tags",) in create_only_paths(old["Type"]) and _stack_tags_change(template, after.get(stack, {})):
+                reason = "the stack's tags change, and CloudFormation propagates them to its create-only Tags"
+                found[(stack, logical_id)] = Replacement(stack, logical_id, old["Type"], reason)
+                continue
             for path in create_only_paths(old["Type"]):
                 old_value, new_value = (value_at(r.get("Properties", {}), path) for r in (old, new))
                 if _canonical(old_value) != _canonical(new_value):
@@ -159,6 +165,10 @@ def replacements(before: Templates, after: Templates) -> list[Replacement]:
                     break
     _propagate(before, after, found)
     return sorted(found.values(), key=lambda r: (r.stack, r.logical_id))
+
+
+def _stack_tags_change(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    return STACK_TAGS in before and STACK_TAGS in after and before[STACK_TAGS] != after[STACK_TAGS]
 
 
 def _propagate(before: Templates, after: Templates, found: dict[Key, Replacement]) -> None:

@@ -22,7 +22,7 @@ from config.loader import CONFIG_DIR, load_environment
 from tests.synth import Synth
 from tests.update.edits import IN_PLACE, REFUSED, REMOVAL, Edit
 from tests.update.replacements import Replacement, Templates, consumers_left_behind, replacements
-from tests.update.synth_edit import read_config, synth_edited, templates_of
+from tests.update.synth_edit import read_config, synth_edited, synth_files, templates_of
 
 ENVS = ("dev", "staging", "prod")
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,14 +81,23 @@ def _check_in_place(env: str, before: Templates, after: Templates, data: dict[st
     assert unsafe_changes(deployed, _environment(data, tmp_path)) == []
 
 
+def _first_env(edit: Edit) -> tuple[str, dict[str, Any]]:
+    """The first shipped environment the edit applies to (dev, then staging, then prod), with its edited config."""
+    reasons = []
+    for env in ENVS:
+        data, applied = _edited(env, (edit,))
+        if applied:
+            return env, data
+        reasons.append(f"{env}: {edit.apply(copy.deepcopy(read_config(CONFIG_DIR, env)))}")
+    pytest.skip(f"{edit.name} applies to no environment ({'; '.join(reasons)})")
+
+
 @pytest.mark.parametrize("edit", IN_PLACE, ids=lambda e: e.name)
-def test_each_in_place_edit_of_dev_replaces_nothing_in_use(
+def test_each_in_place_edit_alone_replaces_nothing_in_use(
     edit: Edit, before: dict[str, Templates], tmp_path: Path
 ) -> None:
-    data, applied = _edited("dev", (edit,))
-    if not applied:
-        pytest.skip(f"{edit.name}: {edit.apply(copy.deepcopy(read_config(CONFIG_DIR, 'dev')))}")
-    _check_in_place("dev", before["dev"], synth_edited(CONFIG_DIR, "dev", data, tmp_path), data, tmp_path)
+    env, data = _first_env(edit)
+    _check_in_place(env, before[env], synth_edited(CONFIG_DIR, env, data, tmp_path), data, tmp_path)
 
 
 @pytest.mark.parametrize("env", ["staging", "prod"])
@@ -104,18 +113,16 @@ def test_every_in_place_edit_at_once_replaces_nothing_in_use(
 def test_an_edit_that_replaces_what_is_in_use_is_refused_and_its_consumers_follow(
     edit: Edit, before: dict[str, Templates], tmp_path: Path
 ) -> None:
-    data, applied = _edited("dev", (edit,))
-    if not applied:
-        pytest.skip(f"{edit.name} does not apply to dev")
-    after = synth_edited(CONFIG_DIR, "dev", data, tmp_path)
-    found = replacements(before["dev"], after)
+    env, data = _first_env(edit)
+    after = synth_edited(CONFIG_DIR, env, data, tmp_path)
+    found = replacements(before[env], after)
     # The templates confirm the refusal is needed: something in use is replaced ...
     assert _in_use(found), f"{edit.name}: nothing in use is replaced: the refusal is not needed"
     # ... validate refuses it, naming the field, with the safe way ...
-    changes = unsafe_changes(load_environment(CONFIG_DIR / "dev.yaml"), _environment(data, tmp_path))
+    changes = unsafe_changes(load_environment(CONFIG_DIR / f"{env}.yaml"), _environment(data, tmp_path))
     assert changes and all(c.safe_way for c in changes)
     # ... and done anyway (--allow-replacement), every stack that reads the replaced resource changes with it.
-    assert consumers_left_behind(before["dev"], after, found) == []
+    assert consumers_left_behind(before[env], after, found) == []
 
 
 def test_removing_a_fleet_deletes_its_own_resources_only(before: dict[str, Templates], tmp_path: Path) -> None:
@@ -132,6 +139,32 @@ def test_removing_a_fleet_deletes_its_own_resources_only(before: dict[str, Templ
     others = [r for r, path in paths.items() if f"-{removed}/" not in path and f"-{removed}-" not in path]
     assert others == []
     assert consumers_left_behind(before["dev"], after, found) == []
+
+
+def test_a_new_environment_replaces_nothing_in_the_others(before: dict[str, Templates], tmp_path: Path) -> None:
+    """A copy of staging named qa, in its own account, receiving the AMIs the building environment shares."""
+    qa = read_config(CONFIG_DIR, "staging")
+    qa.update(name="qa", account="444444444444")
+    qa["tags"] = {**qa["tags"], "Environment": "qa"}
+    qa.pop("placement_group_tags", None)
+    qa["network"]["vpc_cidr"] = "10.40.0.0/16"
+    for fleet in qa.get("fleets", []):
+        lb = (fleet.get("service") or {}).get("load_balancer")
+        if lb:
+            lb["allowed_cidrs"] = ["10.40.0.0/16"]
+    builders = [n for n in ENVS if read_config(CONFIG_DIR, n).get("image", {}).get("build")]
+    files = {"qa": qa}
+    for name in builders:
+        data = read_config(CONFIG_DIR, name)
+        data["image"]["share_with"] = [*data["image"].get("share_with", []), "qa"]
+        files[name] = data
+    after = synth_files(CONFIG_DIR, files, [*builders, "staging", "qa"], tmp_path)
+    for env in [*builders, "staging"]:
+        found = replacements(before[env], after[env])
+        assert _in_use(found) == [], env
+        assert consumers_left_behind(before[env], after[env], found) == [], env
+        assert _ami_parameter_writers(after[env]) == _ami_parameter_writers(before[env]), env
+    assert after["qa"]  # and the new environment synthesizes
 
 
 def test_the_table_in_the_operations_guide_lists_every_edit() -> None:

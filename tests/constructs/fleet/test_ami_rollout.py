@@ -100,7 +100,8 @@ def test_runbook_reads_the_ami_then_refreshes_each_fleet_with_its_preferences(tm
     assert payload["ImageId"] == "{{ ReadAmi.ImageId }}"
     assert payload["Preferences"] == {"MinHealthyPercentage": 90, "InstanceWarmup": 600, "SkipMatching": True,
                                       "AutoRollback": True, "CheckpointPercentages": [50, 100],
-                                      "CheckpointDelay": 900, "AlarmSpecification": {"Alarms": ["a"]}}  # fmt: skip
+                                      "CheckpointDelay": 900, "AlarmSpecification": {"Alarms": ["a"]},
+                                      "BakeTime": 900}  # fmt: skip
 
 
 def test_two_fleets_with_the_same_step_name_are_refused() -> None:
