@@ -155,8 +155,10 @@ class PipelineStack(Stack):
         pre: list[pipelines.Step] = []
         if env.name in config.manual_approval:
             pre.append(manual_approval(environment=env.name))
-        tested_in = config.ami_gate_source(env.name)
-        if env.name in config.ami_gate and tested_in is not None:  # the config has a source for every gated one
+        if env.name in config.ami_gate:
+            tested_in = config.ami_gate_source(env.name)
+            if tested_in is None:  # the config refuses this; never deploy a gated environment without its gate
+                raise TypeError(f"{env.name}: ami_gate lists it but no fabric_check environment comes before it")
             if stage.fleets.ami_gate_role is None:
                 raise TypeError(f"{env.name}: ami_gate lists it but its Fleets stack has no AMI gate role")
             gate = ami_gate(
