@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from config.loader import CONFIG_DIR, ConfigError
+from ops.fabric.command import fabric_test
 from ops.job.command import app as job_app
 
 NO_CREDENTIALS = (
@@ -34,6 +35,10 @@ app = typer.Typer(
 )
 
 app.add_typer(job_app, name="job")
+# The fabric check runs through the job document; it builds on job's modules, so it is registered here, not by job.
+job_app.command("fabric-test", epilog="Example: gpu-platform job fabric-test --env staging --fleet training")(
+    fabric_test
+)
 
 EnvOption = Annotated[str, typer.Option("--env", "-e", help="environment: the name of a config/<env>.yaml")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]

@@ -31,8 +31,10 @@ from config.errors import ConfigError
 from config.fleets.fleet import FleetRole as Role
 from config.loader import CONFIG_DIR, display_path, load_environment
 from config.naming import ResourceNames
+from ops.args import ArgumentError
 from ops.fabric import jobs
 from ops.fabric.ami import node_ami
+from ops.fabric.arguments import check_fabric_arguments
 from ops.fabric.judge import Verdict, judge, ring_pairs, slow_nodes, slow_pairs, waves
 from ops.fabric.parse import Table, parse
 from ops.fabric.report import FabricResult, print_json, print_tables
@@ -118,13 +120,7 @@ def run_fabric_test(
     try:
         folder = config_dir or CONFIG_DIR
         environment = load_environment(env, folder)
-        spec = next((f for f in environment.fleets if f.name == fleet), None)
-        if spec is None or spec.role is not Role.TRAINING:
-            known = ", ".join(f.name for f in environment.fleets if f.role is Role.TRAINING) or "none"
-            raise ConfigError(
-                [f"config/{env}.yaml: fleets: {fleet!r} is not a training fleet; fix: use one of {known}"]
-            )
-        names = ResourceNames.of(environment)
+        spec = _training_fleet(environment, env, fleet)
         aws = Aws(session or open_session(environment.region))
         context = JobContext(environment, aws, display_path(folder / f"{env}.yaml"))
         chosen = jobs.fleet_nodes(context, spec)[: nodes or None]
@@ -132,48 +128,12 @@ def run_fabric_test(
             line = f"fleet {fleet}: {len(chosen)} InService, healthy node(s); the fabric check needs two or more"
             print(f"{line}; fix: scale the fleet to at least 2 (or run it when training runs)", file=sys.stderr)
             return 0 if allow_idle else 2
-        ami = node_ami(aws, [n.instance_id for n in chosen], names.asg_name(fleet))
-        instance_types = sorted({n.instance_type for n in chosen})
-        floor = min(
-            (f for f in (fabric_floor(t) for t in instance_types) if f is not None),
-            key=lambda f: f.min_busbw_gbps,
-            default=None,
-        )
-        gpus = min(get_instance_type(t).gpu_count for t in instance_types)
-        command = bench_command(max_bytes, iters)
         run_id = f"fabric-{fleet}-{now().strftime('%Y%m%dT%H%M%S')}"
-        expect_efa = spec.efa
-        whole = measure(context, run_id, [chosen], command, gpus, timeout_s)[0]
-        verdict = judge(whole, floor, expect_efa=expect_efa)
-        pair_list = ring_pairs([n.instance_id for n in chosen]) if pairs else []
-        by_id = {n.instance_id: n for n in chosen}
-        pair_verdicts: list[Verdict] = [Verdict("invalid", "not run")] * len(pair_list)
-        for wave in waves(pair_list):
-            groups = [[by_id[a], by_id[b]] for a, b in (pair_list[i] for i in wave)]
-            tables = measure(context, f"{run_id}-w{len(wave)}x{wave[0]}", groups, command, gpus, timeout_s)
-            for index, table in zip(wave, tables, strict=True):
-                pair_verdicts[index] = judge(table, floor, expect_efa=expect_efa)
-        slow = slow_pairs(pair_verdicts)
-        result = FabricResult(
-            env=env,
-            fleet=fleet,
-            instance_types=instance_types,
-            nodes=[n.instance_id for n in chosen],
-            ami=ami,
-            run_id=run_id,
-            table=whole,
-            verdict=verdict,
-            pairs=pair_list,
-            pair_verdicts=pair_verdicts,
-            slow_pairs=slow,
-            slow_nodes=slow_nodes(pair_list, slow),
-        )
-        if verdict.busbw is not None:
-            publish(aws, names, fleet, ",".join(instance_types), verdict.busbw)
-    except ConfigError as err:
-        print(err, file=sys.stderr)
-        return 2
-    except CatalogError as err:
+        result = _measure_fleet(context, spec, chosen, run_id, bench_command(max_bytes, iters), timeout_s, pairs)
+        if result.verdict.busbw is not None:
+            names = ResourceNames.of(environment)
+            publish(aws, names, fleet, ",".join(result.instance_types), result.verdict.busbw)
+    except (ConfigError, CatalogError) as err:
         print(err, file=sys.stderr)
         return 2
     except JobError as err:
@@ -184,6 +144,68 @@ def run_fabric_test(
         return 2
     print_json(result) if json_out else print_tables(result)
     return result.exit_code
+
+
+def _training_fleet(environment: Any, env: str, fleet: str) -> Any:
+    spec = next((f for f in environment.fleets if f.name == fleet), None)
+    if spec is None or spec.role is not Role.TRAINING:
+        known = ", ".join(f.name for f in environment.fleets if f.role is Role.TRAINING) or "none"
+        raise ConfigError([f"config/{env}.yaml: fleets: {fleet!r} is not a training fleet; fix: use one of {known}"])
+    return spec
+
+
+def _measure_fleet(
+    context: JobContext, spec: Any, chosen: list[Node], run_id: str, command: str, timeout_s: float, pairs: bool
+) -> FabricResult:
+    """The whole fleet's run, then each pair of a ring of its nodes (in waves), judged against the floor."""
+    fleet = spec.name
+    ami = node_ami(context.aws, [n.instance_id for n in chosen], context.names.asg_name(fleet))
+    instance_types = sorted({n.instance_type for n in chosen})
+    floor = min(
+        (f for f in (fabric_floor(t) for t in instance_types) if f is not None),
+        key=lambda f: f.min_busbw_gbps,
+        default=None,
+    )
+    gpus = min(get_instance_type(t).gpu_count for t in instance_types)
+    whole = measure(context, run_id, [chosen], command, gpus, timeout_s)[0]
+    pair_list = ring_pairs([n.instance_id for n in chosen]) if pairs else []
+    pair_verdicts = _pair_verdicts(context, chosen, pair_list, run_id, command, gpus, timeout_s, floor, spec.efa)
+    slow = slow_pairs(pair_verdicts)
+    return FabricResult(
+        env=context.environment.name,
+        fleet=fleet,
+        instance_types=instance_types,
+        nodes=[n.instance_id for n in chosen],
+        ami=ami,
+        run_id=run_id,
+        table=whole,
+        verdict=judge(whole, floor, expect_efa=spec.efa),
+        pairs=pair_list,
+        pair_verdicts=pair_verdicts,
+        slow_pairs=slow,
+        slow_nodes=slow_nodes(pair_list, slow),
+    )
+
+
+def _pair_verdicts(
+    context: JobContext,
+    chosen: list[Node],
+    pair_list: list[tuple[str, str]],
+    run_id: str,
+    command: str,
+    gpus: int,
+    timeout_s: float,
+    floor: Any,
+    expect_efa: bool,
+) -> list[Verdict]:
+    by_id = {n.instance_id: n for n in chosen}
+    verdicts: list[Verdict] = [Verdict("invalid", "not run")] * len(pair_list)
+    for wave in waves(pair_list):
+        groups = [[by_id[a], by_id[b]] for a, b in (pair_list[i] for i in wave)]
+        tables = measure(context, f"{run_id}-w{len(wave)}x{wave[0]}", groups, command, gpus, timeout_s)
+        for index, table in zip(wave, tables, strict=True):
+            verdicts[index] = judge(table, floor, expect_efa=expect_efa)
+    return verdicts
 
 
 def publish(aws: Aws, names: ResourceNames, fleet: str, instance_type: str, busbw: float) -> None:
@@ -223,6 +245,11 @@ def fabric_test(
     config_dir: Annotated[Path, typer.Option("--config-dir", help="folder of the <env>.yaml files")] = CONFIG_DIR,
 ) -> None:
     """All-reduce bus bandwidth across a training fleet over EFA, against its floor (needs credentials)."""
+    try:
+        check_fabric_arguments(env, fleet, max_bytes, timeout, config_dir or CONFIG_DIR)
+    except ArgumentError as err:
+        print(f"fabric-test: {err}", file=sys.stderr)
+        raise typer.Exit(2) from None
     raise typer.Exit(
         run_fabric_test(
             env,

@@ -7,6 +7,5 @@
 - ``launch``: ``job run`` (a new job or ``--resume``), its arguments checked first (``ops/args.py``)
 - ``logs``: a job's output from its log streams
 - ``render``: what the commands print (plan and progress on stderr, tables on stdout)
-- ``fabric_args``: ``job fabric-test``'s arguments checked before the fabric check (``ops/fabric``) runs
-- ``command``: the Typer sub-app ``job``
+- ``command``: the Typer sub-app ``job`` (``job fabric-test``, which builds on these modules, is ops/fabric's, registered by ops/cli.py)
 """

@@ -20,8 +20,6 @@ import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from config.loader import CONFIG_DIR
-from ops.fabric.command import fabric_test
-from ops.job.fabric_args import checked
 
 app = typer.Typer(
     name="job",
@@ -201,11 +199,3 @@ def logs(
                 print(f"{when} {line.instance_id} {line.message}", flush=True)
         except KeyboardInterrupt:
             raise typer.Exit(0) from None
-
-
-# The fabric check runs through the same job document; its command lives with its parser and floors, its
-# arguments are checked (ops/job/fabric_args.py) before it runs.
-app.command(
-    "fabric-test",
-    epilog="Example: gpu-platform job fabric-test --env staging --fleet training",
-)(checked(fabric_test))
