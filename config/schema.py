@@ -15,12 +15,13 @@ from pydantic import AfterValidator, BeforeValidator, Field, field_validator, mo
 from config.alarms import Alarms
 from config.audit import LOG_RETENTION_DAYS, Audit, Logging, ObjectLockMode, TrailObjectLock
 from config.base import ENV_NAME, Strict, WrittenInt
-from config.fleets import Fleet
+from config.fleets import Fleet, Scheduler
 from config.image import Image
 from config.jobs import Jobs
 from config.network import RFC1918, EgressMode, Network
 from config.notifications import Notifications
 from config.preflight import Preflight
+from config.slurm import Slurm, slurm_problems
 from config.storage import Storage
 
 #: Names the stacks and other modules import from here; the network, logging and audit sections are defined
@@ -97,6 +98,8 @@ class Environment(Strict):
     alarms: Alarms = Alarms()
     preflight: Preflight = Preflight()
     jobs: Jobs = Jobs()
+    #: The PCS cluster of the ``scheduler: slurm`` fleets (config/slurm.py); required with them, refused without.
+    slurm: Slurm | None = None
     tags: dict[str, str]
     #: The tags of the environment's placement groups, pinned: Tags is create-only for AWS::EC2::PlacementGroup,
     #: so these never follow ``tags`` (a change re-creates the groups). Left out: ``tags`` as they are now.
@@ -133,7 +136,13 @@ class Environment(Strict):
         # Each problem names its own field path ("@path: message"); config.loader
         # reports one line per problem.
         zone_problems = self._zone_problems()
-        problems = [*zone_problems, *self._tag_problems(), *self._network_problems(), *self._image_problems()]
+        problems = [
+            *zone_problems,
+            *self._tag_problems(),
+            *self._network_problems(),
+            *self._image_problems(),
+            *self._slurm_problems(),
+        ]
         # Zones named by storage and fleets are checked against the environment's
         # only once those are right: one wrong zone must not echo in every section.
         if not zone_problems:
@@ -210,6 +219,14 @@ class Environment(Strict):
                 "network.egress 'nat' creates; fix: keep internal: true (clients in the VPC) or set egress to 'nat'"
             )
         return problems
+
+    @property
+    def slurm_fleets(self) -> list[Fleet]:
+        """The fleets whose jobs go through the environment's PCS cluster."""
+        return [fleet for fleet in self.fleets if fleet.scheduler is Scheduler.SLURM]
+
+    def _slurm_problems(self) -> list[str]:
+        return slurm_problems(self.name, self.region, self.slurm, self.fleets)
 
     def _image_problems(self) -> list[str]:
         problems = []

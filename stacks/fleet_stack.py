@@ -17,7 +17,7 @@ from constructs import Construct
 
 from config import Environment
 from config.catalog import get_instance_type
-from config.fleets import Fleet, FleetRole
+from config.fleets import Fleet, FleetRole, Scheduler
 from config.identity import file_system_identity
 from config.loader import CONFIG_DIR
 from config.naming import ResourceNames
@@ -38,6 +38,7 @@ from gpu_constructs.fleet.render.node_settings import (
 from gpu_constructs.fleet.render.user_data import render_user_data
 from gpu_constructs.fleet.service_load_balancer import ServiceLoadBalancer
 from gpu_constructs.network.platform_vpc import GPU_SUBNET_GROUP
+from gpu_constructs.scheduler.slurm_scheduler import PlatformGroups, SlurmFleetSpec, SlurmProfiles, SlurmScheduler
 from gpu_constructs.security.ami_gate_role import AmiGateRole
 from gpu_constructs.security.fabric_check_role import FabricCheckRole
 from stacks.base import PlatformStack
@@ -48,7 +49,9 @@ class FleetStack(PlatformStack):
     new AMI; None if no fleet is rolled), ``job_document`` (the SSM document training jobs run through; None
     without a training fleet), ``fabric_check_role`` (the role the pipeline's fabric check assumes; None unless
     ``fabric_check`` of config/pipeline/pipeline.yaml lists the environment), ``ami_gate_role`` (the role the
-    pipeline's AMI gate assumes before it deploys the environment; None unless ``ami_gate`` lists it).
+    pipeline's AMI gate assumes before it deploys the environment; None unless ``ami_gate`` lists it),
+    ``scheduler`` (Slurm on AWS PCS for the ``scheduler: slurm`` fleets, which get no Auto Scaling group: PCS
+    launches their nodes; None without such a fleet).
 
     The alerts topic and the node log groups (one per ``NODE_LOGS`` entry, same names) come from the
     security stack, which outlives this one."""
@@ -71,6 +74,7 @@ class FleetStack(PlatformStack):
         fsx_dns_name: str,
         fsx_mount_name: str,
         access_log_bucket: s3.IBucket,
+        slurm_profiles: SlurmProfiles | None = None,
     ) -> None:
         super().__init__(
             scope, construct_id, env=env, stateful=False, description=f"GPU platform {env.name}: GPU fleets"
@@ -91,6 +95,7 @@ class FleetStack(PlatformStack):
 
         self.fleets: dict[str, GpuFleet] = {}
         self.services: dict[str, ServiceLoadBalancer] = {}  # fleet name -> its load balancer (served fleets)
+        slurm_fleets: list[SlurmFleetSpec] = []
         for fleet in env.fleets:
             catalog = [get_instance_type(name) for name in fleet.instance_types]
             group_name = names.asg_name(fleet.name)
@@ -111,6 +116,9 @@ class FleetStack(PlatformStack):
                     ),
                 )
             )
+            if fleet.scheduler is Scheduler.SLURM:  # PCS launches these nodes (gpu_constructs/scheduler/)
+                slurm_fleets.append(SlurmFleetSpec(fleet=fleet, instance_types=catalog, user_data=user_data))
+                continue
             gpu_fleet = GpuFleet(
                 self,
                 f"Fleet-{fleet.name}",
@@ -164,10 +172,30 @@ class FleetStack(PlatformStack):
                     description=f"GPU platform {env.name}: URL of the {fleet.name} fleet's service",
                 )
 
+        self.scheduler = None
+        if slurm_fleets:
+            if env.slurm is None or slurm_profiles is None or training_security_group is None:
+                raise ValueError(f"{env.name}: Slurm fleets need the slurm section, PCS profiles and training group")
+            self.scheduler = SlurmScheduler(
+                self,
+                "Slurm",
+                env_name=env.name,
+                slurm=env.slurm,
+                fleets=slurm_fleets,
+                vpc=vpc,
+                subnet_group_name=GPU_SUBNET_GROUP,
+                machine_image=machine_image,
+                groups=PlatformGroups(node_security_group, efa_security_group, training_security_group),
+                profiles=slurm_profiles,
+                volume_key=volume_key,
+                placement_tags=env.pinned_placement_group_tags,
+                launch_after=[scripts.read_policy, *self.node_log_groups.values()],
+            )
         self.ami_rollout = self._ami_rollout(env, names, node_role)
-        # Training jobs run through this document (``gpu-platform job``); only where a fleet trains.
+        # Training jobs run through this document (``gpu-platform job``); only where a fleet trains on its own.
+        asg_training = [f for f in env.fleets if f.role is FleetRole.TRAINING and f.scheduler is Scheduler.NONE]
         self.job_document = None
-        if any(fleet.role is FleetRole.TRAINING for fleet in env.fleets):
+        if asg_training:
             jobs = env.jobs
             self.job_document = JobDocument(
                 self,
@@ -187,7 +215,7 @@ class FleetStack(PlatformStack):
                 trusted_account=trust.account,
                 trusted_role_name=trust.role_name,
                 job_document_name=names.job_document,
-                group_names=[names.asg_name(f.name) for f in env.fleets if f.role is FleetRole.TRAINING],
+                group_names=[names.asg_name(f.name) for f in asg_training],
                 job_log_group_name=names.job_log_group,
                 metrics_namespace=names.metrics_namespace,
             ).role

@@ -11,6 +11,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config import Environment
+from config.fleets import Scheduler
 from config.identity import file_system_identity, service_identity
 from config.naming import ResourceNames
 from gpu_constructs.fleet.gpu_fleet import TERMINATE_HOOK_TIMEOUT
@@ -44,6 +45,9 @@ class MonitoringStack(PlatformStack):
         )
         names = ResourceNames.of(env)
         factory = AlarmFactory(prefix=names.prefix, topic=topic)
+        # The Auto Scaling fleets: their alarms and panels read the group's metrics. A Slurm fleet has no group
+        # (AWS PCS launches its nodes, gpu_constructs/scheduler/).
+        asg_fleets = [fleet for fleet in env.fleets if fleet.scheduler is Scheduler.NONE]
         self.fleet_alarms = {
             fleet.name: FleetAlarms(
                 self,
@@ -56,7 +60,7 @@ class MonitoringStack(PlatformStack):
                 launch_hook_timeout=Duration.seconds(fleet.launch_hook_timeout_seconds),
                 terminate_hook_timeout=TERMINATE_HOOK_TIMEOUT,
             )
-            for fleet in env.fleets
+            for fleet in asg_fleets
         }
         # Served fleets (fleet name -> load balancer, fleet stack): alarms on the load balancer's metrics.
         targets = [
@@ -115,7 +119,7 @@ class MonitoringStack(PlatformStack):
             "Dashboard",
             dashboard_name=names.dashboard_name,
             namespace=names.metrics_namespace,
-            fleets=[FleetPanel(f.name, names.asg_name(f.name)) for f in env.fleets],
+            fleets=[FleetPanel(f.name, names.asg_name(f.name)) for f in asg_fleets],
             fsx_throughput=self.fsx_alarms.throughput_metric,
             fsx_free_capacity=self.fsx_alarms.free_capacity_metric,
             alarms=alarms,

@@ -49,7 +49,12 @@ class NetworkStack(PlatformStack):
         self.endpoint_security_group = None
         if net.egress is EgressMode.ISOLATED:
             endpoints = InterfaceEndpoints(
-                self, "ApiEndpoints", vpc=self.vpc, vpc_cidr=net.vpc_cidr, subnets=self.gpu_subnets
+                self,
+                "ApiEndpoints",
+                vpc=self.vpc,
+                vpc_cidr=net.vpc_cidr,
+                subnets=self.gpu_subnets,
+                pcs=env.slurm is not None,
             )
             self.endpoint_security_group = endpoints.security_group
         self.efa_security_group = EfaSecurityGroup(self, "Efa", vpc=self.vpc).security_group

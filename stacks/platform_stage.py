@@ -61,6 +61,7 @@ class PlatformStage(Stage):
             fsx_dns_name=self.storage.lustre.file_system.dns_name,
             fsx_mount_name=self.storage.lustre.file_system.mount_name,
             access_log_bucket=self.security.access_log_bucket,
+            slurm_profiles=self.security.slurm_profiles,
         )
         self.fleets.add_stack_dependency(self.image, "the fleets resolve the AMI parameter the image stack writes")
         self.monitoring = MonitoringStack(

@@ -14,6 +14,8 @@ from config import Environment
 from config.naming import ResourceNames
 from config.schema import ObjectLockMode
 from gpu_constructs.observability.alerts_topic import AlertsTopic
+from gpu_constructs.scheduler.login_role import SlurmLoginRole
+from gpu_constructs.scheduler.slurm_scheduler import SlurmProfiles
 from gpu_constructs.security.audit_trail import AuditTrail
 from gpu_constructs.security.node_role import GpuNodeRole, NodeAccess
 from gpu_constructs.security.permissions_boundary import PassRoleGrant, PlatformPermissionsBoundary
@@ -32,6 +34,8 @@ class SecurityStack(PlatformStack):
         access_log_bucket: target of every bucket's server access logs.
         audit: the trail, its bucket and log group.
         node_role: role and instance profile of GPU nodes.
+        slurm_profiles: with a ``slurm`` section, the instance profiles AWS PCS launches the Slurm fleets' nodes
+            (the node role's policies, path ``/aws-pcs/``) and the login nodes with; else None.
         sessions: Session Manager preferences document and its log group.
         alerts_topic: the topic every alarm, Spot notice and fleet notification goes to (e-mail subscribers).
         node_log_groups: name -> the log group ``/gpu-platform/<env>/node/<name>`` the nodes' agent ships to.
@@ -76,6 +80,7 @@ class SecurityStack(PlatformStack):
                     "it by ARN: the role carries this boundary (a reference cycle).",
                 ),
             ],
+            pcs_nodes=env.slurm is not None,
         ).policy
 
         lifecycle = log_lifecycle(transition_days=audit.log_transition_days, expiration_days=audit.log_expiration_days)
@@ -126,21 +131,25 @@ class SecurityStack(PlatformStack):
             retention=log_retention(env.jobs.log_retention_days or env.logging.retention_days),
             removal_policy=self.removal_policy,
         )
-        self.node_role = GpuNodeRole(
-            self,
-            "GpuNode",
-            access=NodeAccess(
-                data_bucket_name=names.data_bucket,
-                metrics_namespace=names.metrics_namespace,
-                node_log_group_prefix=names.node_log_group_prefix,
-                session_log_group_arn=self.sessions.log_group.log_group_arn,
-                job_log_group_arn=self.job_log_group.log_group_arn,
-                asg_name_prefix=names.asg_name_prefix,
-                ssm_parameter_prefix=names.ssm_parameter_prefix,
-            ),
-            data_key=self.data_key,
-            logs_key=self.logs_key,
+        access = NodeAccess(
+            data_bucket_name=names.data_bucket,
+            metrics_namespace=names.metrics_namespace,
+            node_log_group_prefix=names.node_log_group_prefix,
+            session_log_group_arn=self.sessions.log_group.log_group_arn,
+            job_log_group_arn=self.job_log_group.log_group_arn,
+            asg_name_prefix=names.asg_name_prefix,
+            ssm_parameter_prefix=names.ssm_parameter_prefix,
         )
+        self.node_role = GpuNodeRole(self, "GpuNode", access=access, data_key=self.data_key, logs_key=self.logs_key)
+        self.slurm_profiles = None
+        if env.slurm is not None:
+            pcs_nodes = GpuNodeRole(
+                self, "PcsNode", access=access, data_key=self.data_key, logs_key=self.logs_key, pcs=True
+            )
+            login = SlurmLoginRole(
+                self, "SlurmLogin", session_log_group_arn=self.sessions.log_group.log_group_arn, logs_key=self.logs_key
+            )
+            self.slurm_profiles = SlurmProfiles(compute=pcs_nodes.instance_profile, login=login.instance_profile)
         self.alerts_topic = AlertsTopic(
             self,
             "Alerts",

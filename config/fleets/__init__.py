@@ -6,7 +6,8 @@
 - ``refresh``: ``refresh``, how a new AMI reaches the fleet;
 - ``zero_capacity``: every way a fleet can reach 0 nodes needs a way back;
 - ``health``: ``health``, how its nodes are judged healthy (DCGM level, added Xids, launch hook timeout);
-- ``service``: ``service``, what an inference fleet serves and the load balancer in front of it.
+- ``service``: ``service``, what an inference fleet serves and the load balancer in front of it;
+- ``scheduler``: ``scheduler``, a training fleet's jobs through Slurm on AWS PCS, and its compute node groups.
 
 Every name is importable from ``config.fleets``.
 """
@@ -16,6 +17,7 @@ from config.fleets.fleet import Fleet, FleetRole, Placement, SpotAllocationStrat
 from config.fleets.health import DCGM_LEVEL_SECONDS, DcgmMode, Health
 from config.fleets.refresh import MAX_CHECKPOINT_DELAY_MINUTES, Refresh, RollbackAlarm
 from config.fleets.scaling import Scaling, ScheduledAction, StepScaling, TargetTracking, WarmPool
+from config.fleets.scheduler import NodeGroupPlan, PurchaseOption, Scheduler, node_group_plans
 from config.fleets.service import Service, ServiceAlarms, ServiceLoadBalancer
 
 __all__ = [
@@ -28,12 +30,15 @@ __all__ = [
     "Fleet",
     "FleetRole",
     "Health",
+    "NodeGroupPlan",
     "Placement",
+    "PurchaseOption",
     "Refresh",
     "ReservationPreference",
     "RollbackAlarm",
     "Scaling",
     "ScheduledAction",
+    "Scheduler",
     "Service",
     "ServiceAlarms",
     "ServiceLoadBalancer",
@@ -41,4 +46,5 @@ __all__ = [
     "StepScaling",
     "TargetTracking",
     "WarmPool",
+    "node_group_plans",
 ]

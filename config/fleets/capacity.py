@@ -87,6 +87,9 @@ class CapacityBlock(Strict):
     id: ReservationId
     start: datetime
     end: datetime
+    #: The block's number of instances; a Slurm fleet's node group may not exceed it (an Auto Scaling fleet's
+    #: min = max is its size already).
+    instance_count: Annotated[int, Field(ge=1)] | None = None
 
     @model_validator(mode="after")
     def _window(self) -> CapacityBlock:

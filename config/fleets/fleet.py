@@ -20,6 +20,7 @@ from config.fleets.refresh import (
     Refresh,
 )
 from config.fleets.scaling import Scaling, WarmPool
+from config.fleets.scheduler import Scheduler, slurm_fleet_problems
 from config.fleets.service import Service
 from config.fleets.zero_capacity import zero_capacity_problems
 
@@ -65,6 +66,7 @@ class Fleet(Strict):
     refresh: Refresh | None = None
     health: Health = Field(default_factory=Health)
     service: Service | None = None
+    scheduler: Scheduler = Scheduler.NONE
 
     @field_validator("name")
     @classmethod
@@ -98,6 +100,7 @@ class Fleet(Strict):
             *health_problems(self.health, self.role.value, self.service_start_seconds),
             *self._service_problems(),
             *self._rollback_problems(),
+            *slurm_fleet_problems(self),
         ]
         if problems:
             raise ValueError("\n".join(problems))
@@ -149,7 +152,7 @@ class Fleet(Strict):
                     "@placement: a Capacity Block is already co-located and forbids a placement group of ours; "
                     "fix: set placement to none"
                 )
-            if cap.min != cap.max:
+            if cap.min != cap.max and self.scheduler is Scheduler.NONE:  # a Slurm fleet's block starts at 0
                 problems.append(
                     f"@capacity: a Capacity Block fleet needs min = max (got {cap.min} and {cap.max}); "
                     "fix: set both to the block's instance count"
@@ -224,11 +227,12 @@ class Fleet(Strict):
     @property
     def rollout(self) -> Refresh | None:
         """The refresh settings the AMI rollout applies, or None where the fleet is not rolled automatically:
-        Capacity Block fleets (their nodes belong to the block's window) and ``refresh.enabled: false``.
+        Capacity Block fleets (their nodes belong to the block's window), ``refresh.enabled: false`` and Slurm
+        fleets (PCS launches their nodes from the launch template's latest version, config/fleets/scheduler.py).
         A served fleet whose ``rollback_alarms`` are not set also rolls back on its service alarms: a new AMI
         that breaks the service shows there first. A served fleet launches before it terminates: 100 % stays
         healthy and, unless set, up to 200 % runs during the refresh."""
-        if self.capacity_block is not None:
+        if self.capacity_block is not None or self.scheduler is Scheduler.SLURM:
             return None
         refresh = self.refresh or Refresh()
         if not refresh.enabled:

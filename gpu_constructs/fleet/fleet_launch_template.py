@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -46,7 +47,7 @@ class FleetLaunchTemplate(Construct):
         *,
         machine_image: ec2.IMachineImage,
         user_data: ec2.UserData,
-        instance_profile: iam.IInstanceProfile,
+        instance_profile: iam.IInstanceProfile | None,
         node_security_group: ec2.ISecurityGroup,
         efa_security_group: ec2.ISecurityGroup,
         efa_cards: Sequence[int],
@@ -57,6 +58,9 @@ class FleetLaunchTemplate(Construct):
         training_security_group: ec2.ISecurityGroup | None = None,
         capacity_block_id: str | None = None,
         instance_type: str | None = None,
+        more_security_groups: Sequence[ec2.ISecurityGroup] = (),
+        placement_group_name: str | None = None,
+        capacity_reservation: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         devices = [
@@ -102,7 +106,7 @@ class FleetLaunchTemplate(Construct):
             security_group=None if efa_cards else node_security_group,
             associate_public_ip_address=None if efa_cards else False,
         )
-        extra = [training_security_group] if training_security_group is not None else []
+        extra = [*([training_security_group] if training_security_group is not None else []), *more_security_groups]
         cfn = cfn_child(self.launch_template, ec2.CfnLaunchTemplate)
         if efa_cards:
             groups = [g.security_group_id for g in (efa_security_group, node_security_group, *extra)]
@@ -112,6 +116,10 @@ class FleetLaunchTemplate(Construct):
         else:
             for group in extra:
                 self.launch_template.add_security_group(group)
+        if placement_group_name:
+            cfn.add_property_override("LaunchTemplateData.Placement", {"GroupName": placement_group_name})
+        if capacity_reservation:
+            cfn.add_property_override("LaunchTemplateData.CapacityReservationSpecification", dict(capacity_reservation))
         if capacity_block_id:
             cfn.add_property_override("LaunchTemplateData.InstanceMarketOptions", {"MarketType": "capacity-block"})
             cfn.add_property_override(

@@ -65,6 +65,11 @@ INTERFACE_SERVICES: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
     "Ec2": ec2.InterfaceVpcEndpointAwsService.EC2,
 }
 
+#: AWS PCS's API, which the PCS agent on a Slurm node calls to register (pcs:RegisterComputeNodeGroupInstance).
+PCS_SERVICE: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
+    "Pcs": ec2.InterfaceVpcEndpointAwsService.PARALLEL_COMPUTING_SERVICE
+}
+
 
 class S3GatewayEndpoint(Construct):
     """S3 gateway endpoint on the given subnets' route tables (no cost, no internet path).
@@ -116,7 +121,8 @@ class S3GatewayEndpoint(Construct):
 
 
 class InterfaceEndpoints(Construct):
-    """One private-DNS interface endpoint per service in ``INTERFACE_SERVICES``.
+    """One private-DNS interface endpoint per service in ``INTERFACE_SERVICES``; with ``pcs`` (an environment with
+    Slurm fleets) also AWS PCS's, which a PCS node calls to register with its cluster (``Pcs``).
 
     The endpoints share one security group that admits HTTPS from the VPC CIDR only
     and sends nothing out.
@@ -127,7 +133,14 @@ class InterfaceEndpoints(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, vpc_cidr: str, subnets: ec2.SubnetSelection
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        vpc_cidr: str,
+        subnets: ec2.SubnetSelection,
+        pcs: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.security_group = ec2.SecurityGroup(
@@ -152,5 +165,5 @@ class InterfaceEndpoints(Construct):
                 private_dns_enabled=True,
                 open=False,
             )
-            for key, service in INTERFACE_SERVICES.items()
+            for key, service in {**INTERFACE_SERVICES, **(PCS_SERVICE if pcs else {})}.items()
         }

@@ -10,7 +10,8 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from gpu_constructs.compliance.acknowledge import acknowledge
-from gpu_constructs.security.render.iam_actions import ssm_agent_statements
+from gpu_constructs.scheduler.pcs_iam import PCS_ROLE_PATH, pcs_cluster_arns, pcs_registration_statement
+from gpu_constructs.security.render.iam_actions import acknowledge_session_manager, session_manager_statements
 
 DATASETS_PREFIX = "datasets/"
 CHECKPOINTS_PREFIX = "checkpoints/"
@@ -42,6 +43,9 @@ class GpuNodeRole(Construct):
     - training jobs: the job runner writes the job's output to its own streams of the job log group;
     - containers: an ECR registry token and image pulls from this account's repositories in this region.
 
+    With ``pcs`` the role and its instance profile are those of a Slurm fleet's nodes (AWS PCS launches them):
+    path ``/aws-pcs/``, as PCS requires, and the same policies plus the node's registration with its cluster.
+
     Attributes:
         role, instance_profile.
     """
@@ -54,6 +58,7 @@ class GpuNodeRole(Construct):
         access: NodeAccess,
         data_key: kms.IKey,
         logs_key: kms.IKey,
+        pcs: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -64,41 +69,28 @@ class GpuNodeRole(Construct):
             "Role",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="GPU platform node: Session Manager, CloudWatch agent, data bucket, lifecycle hooks",
+            path=PCS_ROLE_PATH if pcs else None,
         )
-        self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.role)
+        self.instance_profile = iam.InstanceProfile(
+            self, "InstanceProfile", role=self.role, path=PCS_ROLE_PATH if pcs else None
+        )
+        if pcs:
+            registration = self._policy("PcsRegistration", pcs_registration_statement(stack))
+            acknowledge(
+                registration,
+                f"AwsSolutions-IAM5[Resource::{pcs_cluster_arns(stack)}]",
+                "PCS generates its clusters' ids; a node registers with the cluster of its node group, which this "
+                "stack (outliving the fleets) cannot name.",
+            )
         bucket = f"{arn}:s3:::{access.data_bucket_name}"
 
         session = self._policy(
             "SessionManager",
-            *ssm_agent_statements(stack, channels_sid="SessionChannels"),
-            iam.PolicyStatement(
-                sid="SessionLogs",
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[access.session_log_group_arn],
-            ),
-            iam.PolicyStatement(
-                sid="SessionLogGroupEncryptionCheck",
-                actions=["logs:DescribeLogGroups"],  # lists groups: no resource-level scoping
-                resources=["*"],
-            ),
-            iam.PolicyStatement(
-                sid="SessionDataKey",
-                actions=["kms:Decrypt", "kms:GenerateDataKey"],
-                resources=[logs_key.key_arn],
+            *session_manager_statements(
+                stack, session_log_group_arn=access.session_log_group_arn, logs_key_arn=logs_key.key_arn
             ),
         )
-        acknowledge(
-            session,
-            "AwsSolutions-IAM5[Resource::*]",
-            "ssmmessages/ec2messages channel calls and logs:DescribeLogGroups have no resource types (Service "
-            "Authorization Reference); the channel statement is held to this region by aws:RequestedRegion, and "
-            "DescribeLogGroups only reads, so Session Manager can check that its log group is encrypted.",
-        )
-        acknowledge(
-            session,
-            f"AwsSolutions-IAM5[Resource::{arn}:ec2:{region_account}:instance/*]",
-            "The instance registers itself; its own id is not known when the role is created.",
-        )
+        acknowledge_session_manager(session, stack)
 
         agent = self._policy(
             "CloudWatchAgent",

@@ -11,6 +11,7 @@ from constructs import Construct
 
 from config.naming import ResourceNames
 from gpu_constructs.compliance.acknowledge import acknowledge
+from gpu_constructs.scheduler.pcs_iam import pcs_cluster_arns, pcs_registration_statement
 from gpu_constructs.security.render.iam_actions import SSM_AGENT_CHANNELS
 
 #: The most any role of the platform may ever do, by service. A role's own
@@ -144,6 +145,7 @@ class PlatformPermissionsBoundary(Construct):
         policy_name: str,
         security_group_rule_roles: Sequence[str],
         pass_roles: Sequence[PassRoleGrant] = (),
+        pcs_nodes: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -188,8 +190,16 @@ class PlatformPermissionsBoundary(Construct):
                     )
                     for grant in pass_roles
                 ),
+                # Slurm fleets' nodes (and login nodes) register with the environment's PCS cluster.
+                *([pcs_registration_statement(stack)] if pcs_nodes else []),
             ],
         )
+        if pcs_nodes:
+            acknowledge(
+                self.policy,
+                f"AwsSolutions-IAM5[Resource::{pcs_cluster_arns(stack)}]",
+                "Boundary only: PCS clusters of this account and region, whose ids PCS generates.",
+            )
         for grant in pass_roles:
             for role_arn in grant.role_arns:
                 if "*" in role_arn:

@@ -77,7 +77,7 @@ def both(*mutations: Mutation) -> Mutation:
 
 TOP_LEVEL_KEYS = (
     "account, alarms, audit, availability_zones, fleets, image, jobs, logging, name, network, notifications, "
-    "placement_group_tags, preflight, protect_stateful_resources, region, storage, tags"
+    "placement_group_tags, preflight, protect_stateful_resources, region, slurm, storage, tags"
 )
 NETWORK_KEYS = "egress, gpu_subnet_mask, nat_gateways, public_subnet_mask, vpc_cidr"
 RETENTIONS = "1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653"

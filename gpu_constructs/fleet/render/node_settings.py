@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.catalog import InstanceType
-from config.fleets import Fleet
+from config.fleets import Fleet, Scheduler
 from config.naming import ResourceNames, launch_hook_name, terminate_hook_name
 from gpu_constructs.fleet.render.agent_config import NodeLogFile, agent_config, to_json
 from gpu_constructs.fleet.render.node_logs import NODE_LOGS
@@ -57,6 +57,8 @@ def node_env(site: NodeSite, fleet: Fleet) -> dict[str, str]:
         "CONTAINERS_ENABLED": str(fleet.containers).lower(),
         # The fleet's health: DCGM level at launch, added fatal Xids (scripts/node/README.md).
         **fleet.health_node_env,
+        # A Slurm fleet's nodes are AWS PCS's, not an Auto Scaling group's (no lifecycle hooks to complete).
+        **({"SCHEDULER": fleet.scheduler.value} if fleet.scheduler is Scheduler.SLURM else {}),
     }
 
 

@@ -83,3 +83,14 @@ def test_s3_prefix_list_is_found_with_a_read_only_call(tmpl: Template) -> None:
         for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
     assert [s["Action"] for s in policies] == ["ec2:DescribePrefixLists"]
+
+
+def test_an_isolated_vpc_with_slurm_fleets_reaches_pcs_through_its_endpoint() -> None:
+    """The PCS agent on a Slurm node registers through PCS's API (pcs:RegisterComputeNodeGroupInstance)."""
+    stack = bare_stack()
+    gpu = ec2.SubnetSelection(subnet_group_name="gpu")
+    InterfaceEndpoints(stack, "Interfaces", vpc=vpc(stack), vpc_cidr=VPC_CIDR, subnets=gpu, pcs=True)
+    tmpl = template(stack)
+    services = {_service(tmpl, e) for e in tmpl.find_resources("AWS::EC2::VPCEndpoint").values()}
+    assert "pcs" in services
+    assert len(services) == len(INTERFACE_SERVICES) + 1
