@@ -28,7 +28,13 @@ class Change:
 
 def unsafe_changes(before: Environment, after: Environment) -> list[Change]:
     """The edits from ``before`` to ``after`` that would replace a resource in use (or fail), in field order."""
-    return [*_network(before, after), *_storage(before, after), *_placement(before, after), *_services(before, after)]
+    return [
+        *_network(before, after),
+        *_storage(before, after),
+        *_placement(before, after),
+        *_services(before, after),
+        *_scheduler(before, after),
+    ]
 
 
 def _network(before: Environment, after: Environment) -> Iterator[Change]:
@@ -161,3 +167,24 @@ def _shown(value: object) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(map(str, value)) + "]"
     return str(getattr(value, "value", value))
+
+
+def _scheduler(before: Environment, after: Environment) -> Iterator[Change]:
+    """A fleet moved between Auto Scaling and Slurm loses its nodes; a PCS cluster's size is create-only."""
+    schedulers = {f.name: f.scheduler for f in before.fleets}
+    for i, fleet in enumerate(after.fleets):
+        old = schedulers.get(fleet.name)
+        if old is not None and old is not fleet.scheduler:
+            yield Change(
+                f"fleets[{i}].scheduler",
+                f"{old.value} -> {fleet.scheduler.value} deletes fleet {fleet.name!r}'s "
+                + ("Auto Scaling group with its running nodes" if old.value == "none" else "PCS node groups and queue"),
+                "add a new fleet with the other scheduler beside this one, move the work, then remove this fleet",
+            )
+    if before.slurm is not None and after.slurm is not None and before.slurm.cluster_size != after.slurm.cluster_size:
+        yield Change(
+            "slurm.cluster_size",
+            f"{before.slurm.cluster_size.value} -> {after.slurm.cluster_size.value} replaces the PCS cluster (Size is "
+            "create-only): every queue and node group with it, running jobs, and the accounting database",
+            "drain the queues and deploy when no job runs (accounting history starts anew); or size a new environment",
+        )

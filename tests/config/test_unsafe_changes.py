@@ -100,3 +100,37 @@ def test_relinking_a_directory_or_prefix_is_refused_adding_one_is_not() -> None:
     assert change.field == "storage.associations[0]" and "remove the association and deploy" in change.safe_way
     data["storage"]["associations"] = [*links, {"file_system_path": "/scratch-data", "bucket_prefix": "scratch/"}]
     assert unsafe_changes(env, Environment.model_validate(data)) == []
+
+
+def _slurm_env() -> Environment:
+    from pathlib import Path
+
+    return load_environment(Path(__file__).resolve().parents[1] / "fixtures" / "config" / "slurm" / "hpc.yaml")
+
+
+def test_a_slurm_cluster_size_change_replaces_the_cluster_and_its_accounting() -> None:
+    env = _slurm_env()
+    data = env.model_dump(exclude_unset=True)
+    data["slurm"]["cluster_size"] = "large" if env.slurm and env.slurm.cluster_size.value != "large" else "medium"
+    (change,) = unsafe_changes(env, Environment.model_validate(data))
+    assert change.field == "slurm.cluster_size" and "accounting database" in change.message
+
+
+def test_moving_a_fleet_between_schedulers_is_refused() -> None:
+    env = _slurm_env()
+    data = env.model_dump(exclude_unset=True)
+    index = next(i for i, f in enumerate(env.fleets) if f.scheduler.value == "slurm")
+    moved = _moved_to_auto_scaling(data, index)
+    if moved is None:
+        pytest.skip("the Slurm fixture's fleets all need Slurm-only settings")
+    (change,) = [c for c in unsafe_changes(moved, env) if c.field.endswith(".scheduler")]
+    assert "PCS" not in change.message and "Auto Scaling group" in change.message
+
+
+def _moved_to_auto_scaling(data: dict[str, Any], index: int) -> Environment | None:
+    fleets = [dict(f) for f in data["fleets"]]
+    fleets[index] = {**fleets[index], "scheduler": "none"}
+    try:
+        return Environment.model_validate({**data, "fleets": fleets})
+    except Exception:  # noqa: BLE001 - a Slurm-only setting (a Capacity Block's size, ...): try no further
+        return None
