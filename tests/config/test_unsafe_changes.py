@@ -132,5 +132,5 @@ def _moved_to_auto_scaling(data: dict[str, Any], index: int) -> Environment | No
     fleets[index] = {**fleets[index], "scheduler": "none"}
     try:
         return Environment.model_validate({**data, "fleets": fleets})
-    except Exception:  # noqa: BLE001 - a Slurm-only setting (a Capacity Block's size, ...): try no further
+    except ValueError:  # a Slurm-only setting (a Capacity Block's size, ...): pydantic's ValidationError is one
         return None

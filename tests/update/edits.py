@@ -129,23 +129,24 @@ def certificate(data: Config) -> str | None:
     return None
 
 
-def new_instance_type(data: Config) -> str | None:
-    from config.catalog import get_instance_type
+def _catalog_type(name: str) -> Any:
+    from config.catalog import UnknownInstanceType, get_instance_type
 
+    try:
+        return get_instance_type(name)
+    except UnknownInstanceType:
+        return None
+
+
+def new_instance_type(data: Config) -> str | None:
     for fleet in data.get("fleets", []):
-        first = get_instance_type(fleet["instance_types"][0])
-        same_gpus = [
-            f"{first.family}.{size}"
-            for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")
-            if f"{first.family}.{size}" not in fleet["instance_types"]
-        ]
-        for name in same_gpus:
-            try:
-                if get_instance_type(name).gpu_count == first.gpu_count:
-                    fleet["instance_types"].append(name)
-                    return None
-            except Exception:  # noqa: BLE001, S112 - not in the catalog: try the next size  # nosec B112
-                continue
+        first = _catalog_type(fleet["instance_types"][0])
+        for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge"):
+            name = f"{first.family}.{size}"
+            other = _catalog_type(name)
+            if name not in fleet["instance_types"] and other is not None and other.gpu_count == first.gpu_count:
+                fleet["instance_types"].append(name)
+                return None
     return "no fleet with a catalog type of the same GPU count to add"
 
 
@@ -164,7 +165,9 @@ def association_prefix(data: Config) -> str | None:
 
     storage = data["storage"]
     if "associations" not in storage:
-        storage["associations"] = [a.model_dump() for a in Storage.model_fields["associations"].get_default(call_default_factory=True)]
+        storage["associations"] = [
+            a.model_dump() for a in Storage.model_fields["associations"].get_default(call_default_factory=True)
+        ]
     if not storage["associations"]:
         return "no data repository association"
     storage["associations"][0]["bucket_prefix"] = storage["associations"][0]["bucket_prefix"].rstrip("/") + "-v2/"
@@ -257,7 +260,11 @@ REFUSED: tuple[Edit, ...] = (
     Edit("FSx deployment type", fsx_deployment_type, "replaces the file system (DeploymentType is create-only)"),
     Edit("FSx availability zone", fsx_zone, "replaces the file system (SubnetIds is create-only)"),
     Edit("placement group tags", placement_tags, "replaces the placement group (Tags is create-only)"),
-    Edit("data repository association prefix", association_prefix, "replaces the association (DataRepositoryPath is create-only)"),
+    Edit(
+        "data repository association prefix",
+        association_prefix,
+        "replaces the association (DataRepositoryPath is create-only)",
+    ),
 )
 
 REMOVAL = Edit("remove a fleet", remove_fleet, "the removed fleet's resources are deleted; no other is replaced")
