@@ -33,11 +33,16 @@ class StorageStack(PlatformStack):
     ) -> None:
         super().__init__(scope, construct_id, env=env, stateful=True, description=f"GPU platform {env.name}: storage")
         names = ResourceNames.of(env)
-        storage = env.storage
-        fs = storage.file_system
+        self.data_bucket = self._data_bucket(names, data_key, access_log_bucket)
+        self.lustre = self._lustre(env, vpc, node_security_group, data_key)
+        self._publish_file_system(names, env)
+        self._outputs(env)
+
+    def _data_bucket(self, names: ResourceNames, data_key: kms.IKey, access_log_bucket: s3.IBucket) -> s3.Bucket:
+        """Datasets and checkpoints: old versions and abandoned uploads expire."""
         # Data is never destroyed with the stack where stateful resources are protected;
         # elsewhere the bucket must be emptied by hand before it can go (no auto-delete).
-        self.data_bucket = HardenedBucket(
+        return HardenedBucket(
             self,
             "Data",
             bucket_name=names.data_bucket,
@@ -53,10 +58,17 @@ class StorageStack(PlatformStack):
             ],
             removal_policy=self.removal_policy,
         ).bucket
+
+    def _lustre(
+        self, env: Environment, vpc: ec2.IVpc, node_security_group: ec2.ISecurityGroup, data_key: kms.IKey
+    ) -> LustreStorage:
+        """The configured file system in the GPU subnet of its zone, linked to the data bucket."""
+        storage = env.storage
+        fs = storage.file_system
         subnet = vpc.select_subnets(
             subnet_group_name=GPU_SUBNET_GROUP, availability_zones=[fs.availability_zone]
         ).subnets[0]
-        self.lustre = LustreStorage(
+        return LustreStorage(
             self,
             "Lustre",
             vpc=vpc,
@@ -78,7 +90,9 @@ class StorageStack(PlatformStack):
             ],
             removal_policy=RemovalPolicy.RETAIN if env.protect_stateful_resources else RemovalPolicy.DESTROY,
         )
-        # Nodes and operators find the file system by name, without a stack reference.
+
+    def _publish_file_system(self, names: ResourceNames, env: Environment) -> None:
+        """Nodes and operators find the file system by name, without a stack reference."""
         for key, value in {
             "fsx/id": self.lustre.file_system.file_system_id,
             "fsx/dns-name": self.lustre.file_system.dns_name,
@@ -91,7 +105,9 @@ class StorageStack(PlatformStack):
                 string_value=value,
                 description=f"GPU platform {env.name}: FSx for Lustre {key.split('/')[1]}",
             )
-        # For people (stack outputs in the console, `aws cloudformation describe-stacks`).
+
+    def _outputs(self, env: Environment) -> None:
+        """For people (stack outputs in the console, `aws cloudformation describe-stacks`)."""
         for output_id, value, description in (
             ("DataBucketName", self.data_bucket.bucket_name, "datasets and checkpoints bucket"),
             ("LustreDnsName", self.lustre.file_system.dns_name, "FSx for Lustre DNS name"),

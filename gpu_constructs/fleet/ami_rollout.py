@@ -16,6 +16,7 @@ from constructs import Construct
 from config.fleets import Refresh
 from gpu_constructs.compliance.acknowledge import acknowledge
 from gpu_constructs.compliance.cfn_child import cfn_child
+from gpu_constructs.fleet.rollout_policy import StackArns, acknowledge_rollout_wildcards, rollout_statements
 
 #: The script each fleet's step runs (aws:executeScript).
 REFRESH_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "rollout" / "refresh_fleet.py"
@@ -97,20 +98,20 @@ class AmiRollout(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        arn = f"arn:{stack.partition}"
-        region_account = f"{stack.region}:{stack.account}"
-        names = [f.step_name for f in fleets]
-        if len(set(names)) != len(names):
-            raise ValueError(f"two fleets give the same runbook step name: {names}")
-        parameter_arn = f"{arn}:ssm:{region_account}:parameter/{parameter_name.lstrip('/')}"
-        template_arns = sorted(
-            {f"{arn}:ec2:{region_account}:launch-template/{t}" for f in fleets for t in f.launch_template_ids}
-        )
-        group_arns = [
-            f"{arn}:autoscaling:{region_account}:autoScalingGroup:*:autoScalingGroupName/{f.group_name}" for f in fleets
-        ]
+        arns = StackArns.of(stack)
+        _check_step_names(fleets)
+        self.role = self._runbook_role(role_name, arns)
+        self._rollout_policy(arns, parameter_name, fleets, node_role_arn)
+        self.document = self._runbook(document_name, parameter_name, fleets)
+        self.definition_arn = arns.arn("ssm", f"automation-definition/{document_name}:$DEFAULT")
+        self.events_role = self._events_role(arns, rule_arn=arns.arn("events", f"rule/{rule_name}"))
+        self._start_policy(arns, document_name)
+        self.rule = self._rule(rule_name, parameter_name)
+        self._start_runbook_on_change(stack)
 
-        self.role = iam.Role(
+    def _runbook_role(self, role_name: str, arns: StackArns) -> iam.Role:
+        """The role the runbook runs as: SSM Automation of this account only."""
+        return iam.Role(
             self,
             "Role",
             role_name=role_name,
@@ -118,109 +119,38 @@ class AmiRollout(Construct):
             assumed_by=iam.ServicePrincipal(
                 "ssm.amazonaws.com",
                 conditions={
-                    "StringEquals": {"aws:SourceAccount": stack.account},
-                    "ArnLike": {"aws:SourceArn": f"{arn}:ssm:{region_account}:automation-execution/*"},
+                    "StringEquals": {"aws:SourceAccount": arns.account},
+                    "ArnLike": {"aws:SourceArn": arns.arn("ssm", "automation-execution/*")},
                 },
             ),
         )
+
+    def _rollout_policy(
+        self, arns: StackArns, parameter_name: str, fleets: Sequence[FleetRollout], node_role_arn: str
+    ) -> None:
+        """What the runbook's role may do: read the parameter, new template versions, refreshes of the fleets."""
+        template_arns = sorted({arns.arn("ec2", f"launch-template/{t}") for f in fleets for t in f.launch_template_ids})
+        group_arns = [
+            arns.arn("autoscaling", f"autoScalingGroup:*:autoScalingGroupName/{f.group_name}") for f in fleets
+        ]
         policy = iam.ManagedPolicy(
             self,
             "RolloutPolicy",
             description="AMI rollout runbook: refresh this environment's fleets onto the AMI parameter's image",
             roles=[self.role],
-            statements=[
-                iam.PolicyStatement(sid="ReadAmiParameter", actions=["ssm:GetParameter"], resources=[parameter_arn]),
-                iam.PolicyStatement(
-                    sid="ReadGroupsAndTemplates",
-                    actions=["autoscaling:DescribeAutoScalingGroups", "ec2:DescribeLaunchTemplateVersions"],
-                    resources=["*"],
-                ),
-                iam.PolicyStatement(
-                    sid="NewFleetTemplateVersions", actions=["ec2:CreateLaunchTemplateVersion"], resources=template_arns
-                ),
-                iam.PolicyStatement(
-                    sid="RefreshFleetGroups", actions=["autoscaling:StartInstanceRefresh"], resources=group_arns
-                ),
-                # Auto Scaling checks that whoever points a group at a launch template could launch from
-                # it: RunInstances, tags on launch, the instance profile's role.
-                iam.PolicyStatement(
-                    sid="LaunchOnlyThroughFleetTemplates",
-                    actions=["ec2:RunInstances"],
-                    resources=["*"],
-                    conditions={
-                        "ArnLike": {"ec2:LaunchTemplate": template_arns},
-                        "Bool": {"ec2:IsLaunchTemplateResource": "true"},
-                    },
-                ),
-                iam.PolicyStatement(
-                    sid="TagOnLaunchOnly",
-                    actions=["ec2:CreateTags"],
-                    resources=[f"{arn}:ec2:{region_account}:instance/*", f"{arn}:ec2:{region_account}:volume/*"],
-                    conditions={"StringEquals": {"ec2:CreateAction": "RunInstances"}},
-                ),
-                iam.PolicyStatement(
-                    sid="PassNodeRoleToEc2",
-                    actions=["iam:PassRole"],
-                    resources=[node_role_arn],
-                    conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
-                ),
-            ],
+            statements=rollout_statements(
+                arns,
+                parameter_arn=arns.arn("ssm", f"parameter/{parameter_name.lstrip('/')}"),
+                template_arns=template_arns,
+                group_arns=group_arns,
+                node_role_arn=node_role_arn,
+            ),
         )
-        acknowledge(
-            policy,
-            "AwsSolutions-IAM5[Resource::*]",
-            "DescribeAutoScalingGroups and DescribeLaunchTemplateVersions take no resource (Service Authorization "
-            "Reference) and only read; RunInstances on * is held by conditions to launches through this "
-            "environment's fleet launch templates, with only the templates' own resources.",
-        )
-        for wildcard in (
-            *group_arns,
-            f"{arn}:ec2:{region_account}:instance/*",
-            f"{arn}:ec2:{region_account}:volume/*",
-        ):
-            acknowledge(
-                policy,
-                f"AwsSolutions-IAM5[Resource::{wildcard}]",
-                "A group ARN carries a random id (the * before autoScalingGroupName), the group is named exactly; "
-                "instances and volumes are tagged only as RunInstances creates them (ec2:CreateAction).",
-            )
+        acknowledge_rollout_wildcards(policy, arns, group_arns)
 
-        script = REFRESH_SCRIPT.read_text(encoding="utf-8")
-        steps: list[dict[str, Any]] = [
-            {
-                "name": "ReadAmi",
-                "action": "aws:executeAwsApi",
-                "description": f"The AMI id in {parameter_name} (written by the image pipeline)",
-                "inputs": {"Service": "ssm", "Api": "GetParameter", "Name": parameter_name},
-                "outputs": [{"Name": "ImageId", "Selector": "$.Parameter.Value", "Type": "String"}],
-            }
-        ]
-        for fleet in fleets:
-            steps.append(
-                {
-                    "name": fleet.step_name,
-                    "action": "aws:executeScript",
-                    "description": f"Instance refresh of {fleet.group_name} onto the new AMI",
-                    "onFailure": "Continue",
-                    "isCritical": True,
-                    "timeoutSeconds": SCRIPT_TIMEOUT_SECONDS,
-                    "inputs": {
-                        "Runtime": SCRIPT_RUNTIME,
-                        "Handler": "handler",
-                        "Script": script,
-                        "InputPayload": {
-                            "GroupName": fleet.group_name,
-                            "ImageId": "{{ ReadAmi.ImageId }}",
-                            "Preferences": dict(fleet.preferences),
-                        },
-                    },
-                    "outputs": [
-                        {"Name": key, "Selector": f"$.Payload.{key}", "Type": "String"}
-                        for key in ("Status", "Detail", "InstanceRefreshId")
-                    ],
-                }
-            )
-        self.document = ssm.CfnDocument(
+    def _runbook(self, document_name: str, parameter_name: str, fleets: Sequence[FleetRollout]) -> ssm.CfnDocument:
+        """The Automation document: ``ReadAmi``, then one refresh step per fleet."""
+        return ssm.CfnDocument(
             self,
             "Runbook",
             name=document_name,
@@ -242,22 +172,26 @@ class AmiRollout(Construct):
                         "allowedValues": [self.role.role_arn],
                     }
                 },
-                "mainSteps": steps,
+                "mainSteps": _runbook_steps(parameter_name, fleets),
                 "outputs": ["ReadAmi.ImageId", *(f"{f.step_name}.Detail" for f in fleets)],
             },
         )
-        self.definition_arn = f"{arn}:ssm:{region_account}:automation-definition/{document_name}:$DEFAULT"
 
-        rule_arn = f"{arn}:events:{region_account}:rule/{rule_name}"
-        self.events_role = iam.Role(
+    def _events_role(self, arns: StackArns, *, rule_arn: str) -> iam.Role:
+        """The role EventBridge starts the runbook as: the rule ``rule_arn`` of this account only."""
+        return iam.Role(
             self,
             "EventsRole",
             description="EventBridge starts the AMI rollout runbook when the AMI parameter changes",
             assumed_by=iam.ServicePrincipal(
                 "events.amazonaws.com",
-                conditions={"StringEquals": {"aws:SourceAccount": stack.account, "aws:SourceArn": rule_arn}},
+                conditions={"StringEquals": {"aws:SourceAccount": arns.account, "aws:SourceArn": rule_arn}},
             ),
         )
+
+    def _start_policy(self, arns: StackArns, document_name: str) -> None:
+        """EventBridge's role may start the runbook (any version) and pass it the runbook's own role."""
+        any_version = arns.arn("ssm", f"automation-definition/{document_name}:*")
         start = iam.ManagedPolicy(
             self,
             "StartPolicy",
@@ -265,9 +199,7 @@ class AmiRollout(Construct):
             roles=[self.events_role],
             statements=[
                 iam.PolicyStatement(
-                    sid="StartRolloutRunbook",
-                    actions=["ssm:StartAutomationExecution"],
-                    resources=[f"{arn}:ssm:{region_account}:automation-definition/{document_name}:*"],
+                    sid="StartRolloutRunbook", actions=["ssm:StartAutomationExecution"], resources=[any_version]
                 ),
                 iam.PolicyStatement(
                     sid="PassRolloutRoleToSsm",
@@ -279,11 +211,13 @@ class AmiRollout(Construct):
         )
         acknowledge(
             start,
-            f"AwsSolutions-IAM5[Resource::{arn}:ssm:{region_account}:automation-definition/{document_name}:*]",
+            f"AwsSolutions-IAM5[Resource::{any_version}]",
             "The runbook is named exactly; the * is its version, which each deploy of the runbook advances.",
         )
 
-        self.rule = events.Rule(
+    def _rule(self, rule_name: str, parameter_name: str) -> events.Rule:
+        """The rule that matches every creation or overwrite of ``parameter_name``."""
+        return events.Rule(
             self,
             "Rule",
             rule_name=rule_name,
@@ -294,6 +228,9 @@ class AmiRollout(Construct):
                 detail={"name": [parameter_name], "operation": PARAMETER_OPERATIONS},
             ),
         )
+
+    def _start_runbook_on_change(self, stack: Stack) -> None:
+        """The rule's target: the runbook's definition, started as the runbook's role."""
         cfn_rule = cfn_child(self.rule, events.CfnRule)
         cfn_rule.targets = [
             events.CfnRule.TargetProperty(
@@ -305,3 +242,48 @@ class AmiRollout(Construct):
         ]
         # The rule starts a runbook that references the document by name only.
         self.rule.node.add_dependency(self.document)
+
+
+def _check_step_names(fleets: Sequence[FleetRollout]) -> None:
+    names = [f.step_name for f in fleets]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two fleets give the same runbook step name: {names}")
+
+
+def _runbook_steps(parameter_name: str, fleets: Sequence[FleetRollout]) -> list[dict[str, Any]]:
+    """``ReadAmi`` (the parameter's AMI id), then each fleet's refresh step."""
+    script = REFRESH_SCRIPT.read_text(encoding="utf-8")
+    read_ami: dict[str, Any] = {
+        "name": "ReadAmi",
+        "action": "aws:executeAwsApi",
+        "description": f"The AMI id in {parameter_name} (written by the image pipeline)",
+        "inputs": {"Service": "ssm", "Api": "GetParameter", "Name": parameter_name},
+        "outputs": [{"Name": "ImageId", "Selector": "$.Parameter.Value", "Type": "String"}],
+    }
+    return [read_ami, *(_refresh_step(fleet, script) for fleet in fleets)]
+
+
+def _refresh_step(fleet: FleetRollout, script: str) -> dict[str, Any]:
+    """One fleet's step: ``script`` refreshes its group onto ``ReadAmi``'s image; a failure lets the others run."""
+    return {
+        "name": fleet.step_name,
+        "action": "aws:executeScript",
+        "description": f"Instance refresh of {fleet.group_name} onto the new AMI",
+        "onFailure": "Continue",
+        "isCritical": True,
+        "timeoutSeconds": SCRIPT_TIMEOUT_SECONDS,
+        "inputs": {
+            "Runtime": SCRIPT_RUNTIME,
+            "Handler": "handler",
+            "Script": script,
+            "InputPayload": {
+                "GroupName": fleet.group_name,
+                "ImageId": "{{ ReadAmi.ImageId }}",
+                "Preferences": dict(fleet.preferences),
+            },
+        },
+        "outputs": [
+            {"Name": key, "Selector": f"$.Payload.{key}", "Type": "String"}
+            for key in ("Status", "Detail", "InstanceRefreshId")
+        ],
+    }

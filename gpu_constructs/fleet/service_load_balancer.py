@@ -81,52 +81,69 @@ class ServiceLoadBalancer(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         lb_config = service.load_balancer
-        port = listener_port(service)
-        certificate = lb_config.certificate_arn
-        https = certificate is not None
-        self.security_group = ec2.SecurityGroup(
+        https = lb_config.certificate_arn is not None
+        self.security_group = self._security_group(fleet_name, service, vpc, node_security_group)
+        self.load_balancer = self._load_balancer(vpc, internal=lb_config.internal)
+        self._log_access(access_log_bucket, access_log_prefix)
+        self.target_group = self._target_group(vpc, service)
+        self.listener = self._listener(service)
+        self._register_nodes(auto_scaling_group)
+        if lb_config.requests_per_target is not None:
+            self._track_requests(auto_scaling_group, lb_config.requests_per_target)
+        scheme = "https" if https else "http"
+        self.url = f"{scheme}://{self.load_balancer.load_balancer_dns_name}"
+        self._acknowledge(fleet_name, https=https)
+
+    def _security_group(
+        self, fleet_name: str, service: Service, vpc: ec2.IVpc, node_security_group: ec2.ISecurityGroup
+    ) -> ec2.SecurityGroup:
+        """The load balancer's group: the configured clients in on the listener port, the service port out to the
+        nodes; and the node group's rule that admits the service port from it."""
+        lb_config = service.load_balancer
+        security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
             vpc=vpc,
             description=f"Load balancer of the {fleet_name} fleet: its clients in, the service port to nodes out",
             allow_all_outbound=False,
         )
-        listen = ec2.Port.tcp(port)
+        listen = ec2.Port.tcp(listener_port(service))
         for cidr in lb_config.allowed_cidrs:
-            self.security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), listen, f"Clients of {fleet_name} ({cidr})")
+            security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), listen, f"Clients of {fleet_name} ({cidr})")
         for group in lb_config.allowed_security_groups:
-            self.security_group.add_ingress_rule(
+            security_group.add_ingress_rule(
                 ec2.Peer.security_group_id(group), listen, f"Clients of {fleet_name} ({group})"
             )
         serve = ec2.Port.tcp(service.port)
-        self.security_group.add_egress_rule(node_security_group, serve, f"The {fleet_name} service on the nodes")
+        security_group.add_egress_rule(node_security_group, serve, f"The {fleet_name} service on the nodes")
         # The rule lives here (remote_rule), beside the load balancer's group, not in the node group's stack.
         node_security_group.add_ingress_rule(
-            self.security_group, serve, f"The {fleet_name} service from its load balancer", remote_rule=True
+            security_group, serve, f"The {fleet_name} service from its load balancer", remote_rule=True
         )
+        return security_group
 
-        self.load_balancer = elbv2.ApplicationLoadBalancer(
+    def _load_balancer(self, vpc: ec2.IVpc, *, internal: bool) -> elbv2.ApplicationLoadBalancer:
+        return elbv2.ApplicationLoadBalancer(
             self,
             "LoadBalancer",
             vpc=vpc,
             # Internal: the private GPU subnets; internet-facing: the public ones (config: egress nat only).
-            vpc_subnets=ec2.SubnetSelection(
-                subnet_group_name=GPU_SUBNET_GROUP if lb_config.internal else PUBLIC_SUBNET_GROUP
-            ),
-            internet_facing=not lb_config.internal,
+            vpc_subnets=ec2.SubnetSelection(subnet_group_name=GPU_SUBNET_GROUP if internal else PUBLIC_SUBNET_GROUP),
+            internet_facing=not internal,
             security_group=self.security_group,
             drop_invalid_header_fields=True,
         )
-        self._log_access(access_log_bucket, access_log_prefix)
 
-        self.target_group = elbv2.ApplicationTargetGroup(
+    def _target_group(self, vpc: ec2.IVpc, service: Service) -> elbv2.ApplicationTargetGroup:
+        """The nodes on the service port, healthy once ``service.health_check_path`` answers 200."""
+        return elbv2.ApplicationTargetGroup(
             self,
             "Targets",
             vpc=vpc,
             port=service.port,
             protocol=elbv2.ApplicationProtocol.HTTP,
             target_type=elbv2.TargetType.INSTANCE,
-            deregistration_delay=Duration.seconds(lb_config.deregistration_delay_seconds),
+            deregistration_delay=Duration.seconds(service.load_balancer.deregistration_delay_seconds),
             health_check=elbv2.HealthCheck(
                 path=service.health_check_path,
                 port="traffic-port",
@@ -138,34 +155,40 @@ class ServiceLoadBalancer(Construct):
                 unhealthy_threshold_count=UNHEALTHY_THRESHOLD,
             ),
         )
-        self.listener = self.load_balancer.add_listener(
+
+    def _listener(self, service: Service) -> elbv2.ApplicationListener:
+        """HTTPS on the configured certificate with a modern TLS policy, else HTTP; to the target group."""
+        certificate = service.load_balancer.certificate_arn
+        https = certificate is not None
+        return self.load_balancer.add_listener(
             "Listener",
-            port=port,
+            port=listener_port(service),
             protocol=elbv2.ApplicationProtocol.HTTPS if https else elbv2.ApplicationProtocol.HTTP,
             certificates=[elbv2.ListenerCertificate.from_arn(certificate)] if certificate is not None else None,
             ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS if https else None,
             default_target_groups=[self.target_group],
-            open=False,  # the security group above holds the clients
+            open=False,  # the security group holds the clients
         )
-        # The group registers its nodes once they complete the launch hook. Set on the group itself, not by
-        # attach_to_application_target_group: that also opens the node group to the load balancer with a rule
-        # in the node group's (network) stack, which would then depend on this one.
+
+    def _register_nodes(self, auto_scaling_group: autoscaling.AutoScalingGroup) -> None:
+        """The group registers its nodes once they complete the launch hook. Set on the group itself, not by
+        attach_to_application_target_group: that also opens the node group to the load balancer with a rule
+        in the node group's (network) stack, which would then depend on this one."""
         cfn_group = cfn_child(auto_scaling_group, autoscaling.CfnAutoScalingGroup)
         cfn_group.target_group_arns = [self.target_group.target_group_arn]
         auto_scaling_group.node.add_dependency(self.listener)  # a target group takes nodes once it has a listener
-        if lb_config.requests_per_target is not None:
-            autoscaling.TargetTrackingScalingPolicy(
-                self,
-                "RequestsPerTarget",
-                auto_scaling_group=auto_scaling_group,
-                predefined_metric=autoscaling.PredefinedMetric.ALB_REQUEST_COUNT_PER_TARGET,
-                # app/<lb name>/<id>/targetgroup/<tg name>/<id> (Auto Scaling API, PredefinedMetricSpecification)
-                resource_label=f"{self.load_balancer.load_balancer_full_name}/{self.target_group.target_group_full_name}",
-                target_value=lb_config.requests_per_target,  # requests per node per minute
-            )
-        scheme = "https" if https else "http"
-        self.url = f"{scheme}://{self.load_balancer.load_balancer_dns_name}"
-        self._acknowledge(fleet_name, https=https)
+
+    def _track_requests(self, auto_scaling_group: autoscaling.AutoScalingGroup, requests_per_target: int) -> None:
+        """Scale ``auto_scaling_group`` to ``requests_per_target`` requests per node per minute."""
+        autoscaling.TargetTrackingScalingPolicy(
+            self,
+            "RequestsPerTarget",
+            auto_scaling_group=auto_scaling_group,
+            predefined_metric=autoscaling.PredefinedMetric.ALB_REQUEST_COUNT_PER_TARGET,
+            # app/<lb name>/<id>/targetgroup/<tg name>/<id> (Auto Scaling API, PredefinedMetricSpecification)
+            resource_label=f"{self.load_balancer.load_balancer_full_name}/{self.target_group.target_group_full_name}",
+            target_value=requests_per_target,
+        )
 
     def _log_access(self, bucket: s3.IBucket, prefix: str) -> None:
         """Access logs to ``bucket``/``prefix``/AWSLogs/<account>/..., written by ELB's principal of the Region."""

@@ -74,85 +74,103 @@ class FleetAlarms(Construct):
         terminate_hook_timeout: Duration,
     ) -> None:
         super().__init__(scope, construct_id)
-        t = thresholds
-        asg = {"AutoScalingGroupName": group_name}
+        self._fleet_name = fleet_name
+        self._group_name = group_name
+        self._namespace = namespace
+        self._factory = factory
+        self._asg = {"AutoScalingGroupName": group_name}
         self.alarms: dict[str, cloudwatch.Alarm] = {}
+        self._gpu_alarms(thresholds)
+        self._node_health_alarms(thresholds)
+        self._health_data_missing(thresholds.health_data_missing)
+        self._capacity_alarms(thresholds.capacity_shortfall, launch_hook_timeout, terminate_hook_timeout)
+        self.unhealthy = self._unhealthy()
 
-        def add(
-            key: str,
-            *,
-            description: str,
-            metric: cloudwatch.IMetric,
-            threshold: Threshold,
-            comparison: cloudwatch.ComparisonOperator,
-            missing_data: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
-        ) -> None:
-            self.alarms[key] = factory.metric_alarm(
-                self,
-                key,
-                name=f"{fleet_name}-{key}",
-                description=description,
-                metric=metric,
-                threshold=threshold,
-                comparison=comparison,
-                missing_data=missing_data,
-            )
+    def _add(
+        self,
+        key: str,
+        *,
+        description: str,
+        metric: cloudwatch.IMetric,
+        threshold: Threshold,
+        comparison: cloudwatch.ComparisonOperator,
+    ) -> None:
+        """The alarm ``key`` (named ``<prefix>-<fleet>-<key>``) into ``alarms``; missing data is not breaching."""
+        self.alarms[key] = self._factory.metric_alarm(
+            self,
+            key,
+            name=f"{self._fleet_name}-{key}",
+            description=description,
+            metric=metric,
+            threshold=threshold,
+            comparison=comparison,
+        )
 
-        def node_metric(name: str, statistic: str, threshold: Threshold) -> cloudwatch.Metric:
-            """A metric the nodes' health check publishes per group (no per-node dimension)."""
-            return cloudwatch.Metric(
-                namespace=namespace,
-                metric_name=name,
-                dimensions_map=asg,
-                statistic=statistic,
-                period=period(threshold),
-            )
+    def _node_metric(self, name: str, statistic: str, threshold: Threshold) -> cloudwatch.Metric:
+        """A metric the nodes' health check publishes per group (no per-node dimension)."""
+        return cloudwatch.Metric(
+            namespace=self._namespace,
+            metric_name=name,
+            dimensions_map=self._asg,
+            statistic=statistic,
+            period=period(threshold),
+        )
 
-        add(
+    def _gpu_metric(self, measurement: str, statistic: str, threshold: Threshold) -> cloudwatch.Metric:
+        """A GPU measurement the CloudWatch agent publishes for the group."""
+        return gpu_metric(self._namespace, self._group_name, measurement, statistic, threshold.period_minutes)
+
+    def _gpu_alarms(self, t: Alarms) -> None:
+        """Utilization high (warning), temperature (critical) and idle GPUs (cost), from the agent's metrics."""
+        fleet_name = self._fleet_name
+        self._add(
             "gpu-utilization-high",
             description=f"WARNING {fleet_name}: GPU utilization above {t.gpu_utilization_high.threshold:g} %",
-            metric=gpu_metric(
-                namespace, group_name, "utilization_gpu", "Average", t.gpu_utilization_high.period_minutes
-            ),
+            metric=self._gpu_metric("utilization_gpu", "Average", t.gpu_utilization_high),
             threshold=t.gpu_utilization_high,
             comparison=ABOVE,
         )
-        add(
+        self._add(
             "gpu-temperature-critical",
             description=f"CRITICAL {fleet_name}: a GPU is above {t.gpu_temperature_critical.threshold:g} °C",
-            metric=gpu_metric(
-                namespace, group_name, "temperature_gpu", "Maximum", t.gpu_temperature_critical.period_minutes
-            ),
+            metric=self._gpu_metric("temperature_gpu", "Maximum", t.gpu_temperature_critical),
             threshold=t.gpu_temperature_critical,
             comparison=ABOVE,
         )
-        add(
+        self._add(
             "gpu-idle",
             description=f"COST {fleet_name}: GPU utilization below {t.gpu_idle.threshold:g} % (paying for idle GPUs)",
-            metric=gpu_metric(namespace, group_name, "utilization_gpu", "Average", t.gpu_idle.period_minutes),
+            metric=self._gpu_metric("utilization_gpu", "Average", t.gpu_idle),
             threshold=t.gpu_idle,
             comparison=BELOW,
         )
-        add(
+
+    def _node_health_alarms(self, t: Alarms) -> None:
+        """A node failed its GPU health check (critical); a platform unit is down on a node (warning)."""
+        fleet_name = self._fleet_name
+        self._add(
             "health-check-failed",
             description=f"CRITICAL {fleet_name}: a node failed its GPU health check and is being replaced",
-            metric=node_metric(HEALTH_METRIC, "Maximum", t.health_check_failures),
+            metric=self._node_metric(HEALTH_METRIC, "Maximum", t.health_check_failures),
             threshold=t.health_check_failures,
             comparison=AT_LEAST,
         )
         # A dead termination or Spot watcher (or the fleet's service) leaves the GPUs fine, so it is not in the
         # composite: no checkpoint before a node leaves, a termination hook left to time out. Every node publishes
         # its count at each health check (every 5 minutes after the last one ended); a period of 10 holds one.
-        add(
+        self._add(
             "platform-units-down",
             description=(
                 f"WARNING {fleet_name}: a platform unit is down on a node (termination or Spot watcher, or the "
                 "fleet's service): no checkpoint before it leaves; the node's gpu-health.log names the unit"
             ),
-            metric=node_metric(UNITS_DOWN_METRIC, "Maximum", t.platform_units_down),
+            metric=self._node_metric(UNITS_DOWN_METRIC, "Maximum", t.platform_units_down),
             threshold=t.platform_units_down,
             comparison=AT_LEAST,
         )
+
+    def _health_data_missing(self, missing: Threshold) -> None:
+        """Fewer health-check results than nodes in service all period: gpu-health dead or mute on some node."""
         # gpu-health itself dead (or unable to publish: no boto3, no permission) on a node in service: no health
         # check, no PlatformUnitsDown (it is what counts the units), and the alarms above see missing data, which is
         # not breaching. Every node in service publishes GpuHealthCheckFailed at each check (the timer starts one
@@ -162,11 +180,10 @@ class FleetAlarms(Construct):
         # fewer results than such nodes means at least one of them sent none (never a false alarm); a dead check
         # among many healthy ones, each sending 2 or 3, may hide. No result at all (FILL) is 0: every node silent.
         # Launching nodes publish at their bootstrap's check too, which only adds results.
-        missing = t.health_data_missing
-        add(
+        self._add(
             HEALTH_DATA_MISSING,
             description=(
-                f"WARNING {fleet_name}: fewer GPU health-check results than instances in service over "
+                f"WARNING {self._fleet_name}: fewer GPU health-check results than instances in service over "
                 f"{missing.period_minutes} minutes: gpu-health.timer/service is dead or cannot publish on a node "
                 "(no health check, no unit count there); see the node's gpu-health.log and `systemctl status "
                 "gpu-health.service`"
@@ -177,11 +194,11 @@ class FleetAlarms(Construct):
                     "inservice": cloudwatch.Metric(
                         namespace="AWS/AutoScaling",
                         metric_name=GROUP_METRICS["inservice"],
-                        dimensions_map=asg,
+                        dimensions_map=self._asg,
                         statistic="Minimum",
                         period=period(missing),
                     ),
-                    "results": node_metric(HEALTH_METRIC, "SampleCount", missing),
+                    "results": self._node_metric(HEALTH_METRIC, "SampleCount", missing),
                 },
                 label="instances in service all period less health-check results",
                 period=period(missing),
@@ -189,15 +206,21 @@ class FleetAlarms(Construct):
             threshold=missing,
             comparison=AT_LEAST,
         )
+
+    def _capacity_alarms(
+        self, shortfall: Threshold, launch_hook_timeout: Duration, terminate_hook_timeout: Duration
+    ) -> None:
+        """Capacity shortfall (nodes neither in service nor launching) and stalled launches."""
         # Launching nodes are Pending (Pending:Wait while the launch hook holds them for their GPU
         # check and Lustre mount): a scale-out is not a shortfall. Missing capacity is what even
         # the pending nodes do not cover (EC2 had none to give); a launch that never completes is
         # a node short for longer than the launch hook can hold it.
-        shortfall = t.capacity_shortfall
-        group_metric = _group_metrics(asg, period(shortfall))
-        add(
+        group_metric = _group_metrics(self._asg, period(shortfall))
+        self._add(
             "capacity-shortfall",
-            description=f"WARNING {fleet_name}: fewer instances in service or launching than desired (no capacity?)",
+            description=(
+                f"WARNING {self._fleet_name}: fewer instances in service or launching than desired (no capacity?)"
+            ),
             metric=cloudwatch.MathExpression(
                 expression="desired - (inservice + pending)",
                 using_metrics=group_metric("desired", "inservice", "pending"),
@@ -216,10 +239,10 @@ class FleetAlarms(Construct):
                 launch_hook_timeout.plus(terminate_hook_timeout), shortfall.period_minutes
             ),
         )
-        add(
+        self._add(
             LAUNCH_STALLED,
             description=(
-                f"WARNING {fleet_name}: fewer instances in service than desired for longer than the launch "
+                f"WARNING {self._fleet_name}: fewer instances in service than desired for longer than the launch "
                 f"hook's {launch_hook_timeout.to_minutes():g} minutes after the terminate hook's "
                 f"{terminate_hook_timeout.to_minutes():g} (launches keep failing their bootstrap)"
             ),
@@ -232,10 +255,14 @@ class FleetAlarms(Construct):
             threshold=stalled,
             comparison=AT_LEAST,
         )
-        self.unhealthy = cloudwatch.CompositeAlarm(
+
+    def _unhealthy(self) -> cloudwatch.CompositeAlarm:
+        """The composite "fleet unhealthy": health failures, shortfall, stalled launches or overheating."""
+        fleet_name = self._fleet_name
+        unhealthy = cloudwatch.CompositeAlarm(
             self,
             "Unhealthy",
-            composite_alarm_name=f"{factory.prefix}-{fleet_name}-unhealthy",
+            composite_alarm_name=f"{self._factory.prefix}-{fleet_name}-unhealthy",
             alarm_description=(
                 f"CRITICAL {fleet_name}: GPU health failures, capacity shortfall, stalled launches or overheating"
             ),
@@ -246,4 +273,5 @@ class FleetAlarms(Construct):
                 )
             ),
         )
-        factory.notify(self.unhealthy)
+        self._factory.notify(unhealthy)
+        return unhealthy

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from config.alarms import Alarms
+from config.alarms import Alarms, Threshold
 from gpu_constructs.observability.alarm_factory import ABOVE, BELOW, AlarmFactory, period
 
 GIB = 1024**3
@@ -27,50 +28,29 @@ class FsxAlarms(Construct):
         factory: AlarmFactory,
     ) -> None:
         super().__init__(scope, construct_id)
-        t = thresholds
         dims = {"FileSystemId": file_system_id}
-        free_pct = t.fsx_free_capacity_percent
-        self.free_capacity_metric = cloudwatch.Metric(
-            namespace="AWS/FSx",
-            metric_name="FreeDataStorageCapacity",
-            dimensions_map=dims,
-            statistic="Minimum",
-            period=period(free_pct),
-        )
-        self.free_capacity = factory.metric_alarm(
+        free_pct, busy = thresholds.fsx_free_capacity_percent, thresholds.fsx_throughput_percent
+        self.free_capacity_metric = _fsx_metric(dims, "FreeDataStorageCapacity", "Minimum", period(free_pct))
+        self.free_capacity = self._free_capacity_alarm(factory, free_pct, storage_capacity_gib)
+        self.throughput_metric = _throughput_used(dims, period(busy), throughput_mb_per_s)
+        self.throughput = self._throughput_alarm(factory, busy, throughput_mb_per_s)
+
+    def _free_capacity_alarm(self, factory: AlarmFactory, free_pct: Threshold, capacity_gib: int) -> cloudwatch.Alarm:
+        """Free capacity below ``free_pct`` percent of ``capacity_gib``; no data is breaching."""
+        return factory.metric_alarm(
             self,
             "FreeCapacityLow",
             name="fsx-free-capacity-low",
-            description=f"WARNING Lustre: less than {free_pct.threshold:g} % of {storage_capacity_gib} GiB free",
+            description=f"WARNING Lustre: less than {free_pct.threshold:g} % of {capacity_gib} GiB free",
             metric=self.free_capacity_metric,
-            threshold=free_pct.model_copy(update={"threshold": storage_capacity_gib * GIB * free_pct.threshold / 100}),
+            threshold=free_pct.model_copy(update={"threshold": capacity_gib * GIB * free_pct.threshold / 100}),
             comparison=BELOW,
             missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
-        busy = t.fsx_throughput_percent
-        busy_period = period(busy)
-        self.throughput_metric = cloudwatch.MathExpression(
-            expression=f"100 * (r + w) / PERIOD(r) / {round(throughput_mb_per_s * MB)}",
-            using_metrics={
-                "r": cloudwatch.Metric(
-                    namespace="AWS/FSx",
-                    metric_name="DataReadBytes",
-                    dimensions_map=dims,
-                    statistic="Sum",
-                    period=busy_period,
-                ),
-                "w": cloudwatch.Metric(
-                    namespace="AWS/FSx",
-                    metric_name="DataWriteBytes",
-                    dimensions_map=dims,
-                    statistic="Sum",
-                    period=busy_period,
-                ),
-            },
-            label="throughput used (%)",
-            period=busy_period,
-        )
-        self.throughput = factory.metric_alarm(
+
+    def _throughput_alarm(self, factory: AlarmFactory, busy: Threshold, throughput_mb_per_s: float) -> cloudwatch.Alarm:
+        """Reads and writes above ``busy`` percent of the file system's throughput."""
+        return factory.metric_alarm(
             self,
             "ThroughputSaturated",
             name="fsx-throughput-saturated",
@@ -79,3 +59,22 @@ class FsxAlarms(Construct):
             threshold=busy,
             comparison=ABOVE,
         )
+
+
+def _fsx_metric(dims: dict[str, str], metric_name: str, statistic: str, every: Duration) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace="AWS/FSx", metric_name=metric_name, dimensions_map=dims, statistic=statistic, period=every
+    )
+
+
+def _throughput_used(dims: dict[str, str], every: Duration, throughput_mb_per_s: float) -> cloudwatch.MathExpression:
+    """Bytes read and written per second over ``every``, as a percent of ``throughput_mb_per_s``."""
+    return cloudwatch.MathExpression(
+        expression=f"100 * (r + w) / PERIOD(r) / {round(throughput_mb_per_s * MB)}",
+        using_metrics={
+            "r": _fsx_metric(dims, "DataReadBytes", "Sum", every),
+            "w": _fsx_metric(dims, "DataWriteBytes", "Sum", every),
+        },
+        label="throughput used (%)",
+        period=every,
+    )

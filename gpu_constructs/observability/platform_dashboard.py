@@ -57,60 +57,68 @@ class PlatformDashboard(Construct):
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
         self.dashboard.add_widgets(cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(alarms), width=24))
         for panel in fleets:
-            g = panel.group_name
-
-            def gpu(measurement: str, statistic: str, group: str = g) -> cloudwatch.Metric:
-                return gpu_metric(namespace, group, measurement, statistic, 1)
-
-            self.dashboard.add_widgets(
-                cloudwatch.GraphWidget(
-                    title=f"{panel.fleet_name}: GPU utilization (%)",
-                    left=[gpu("utilization_gpu", "Average"), gpu("utilization_gpu", "Maximum")],
-                    width=6,
-                ),
-                cloudwatch.GraphWidget(
-                    title=f"{panel.fleet_name}: GPU memory",
-                    left=[gpu("utilization_memory", "Average")],
-                    right=[gpu("memory_used", "Average")],
-                    width=6,
-                ),
-                cloudwatch.GraphWidget(
-                    title=f"{panel.fleet_name}: GPU temperature (°C) and power (W)",
-                    left=[gpu("temperature_gpu", "Maximum")],
-                    right=[gpu("power_draw", "Average")],
-                    width=6,
-                ),
-                cloudwatch.GraphWidget(
-                    title=f"{panel.fleet_name}: nodes by market",
-                    left=[
-                        cloudwatch.Metric(
-                            namespace=namespace,
-                            metric_name=NODE_RUNNING_METRIC,
-                            dimensions_map={"AutoScalingGroupName": g, "Market": market},
-                            statistic="Sum",
-                            period=Duration.minutes(5),
-                            label=market,
-                        )
-                        for market in MARKETS
-                    ],
-                    stacked=True,
-                    width=6,
-                ),
-                cloudwatch.GraphWidget(
-                    title=f"{panel.fleet_name}: nodes found unhealthy this week, by reason",
-                    left=[replaced_by_reason(namespace, g)],
-                    view=cloudwatch.GraphWidgetView.BAR,
-                    period=Duration.days(1),
-                    start="-P7D",
-                    width=24,
-                ),
-            )
+            self.dashboard.add_widgets(*_fleet_row(namespace, panel))
         for service in services:
             self.dashboard.add_widgets(*service_row(service))
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(title="Lustre: throughput used (%)", left=[fsx_throughput], width=12),
             cloudwatch.GraphWidget(title="Lustre: free capacity (bytes)", left=[fsx_free_capacity], width=12),
         )
+
+
+def _fleet_row(namespace: str, panel: FleetPanel) -> list[cloudwatch.IWidget]:
+    """A fleet's row: GPU utilization, memory, temperature and power, nodes by market, and a week of nodes
+    found unhealthy by reason."""
+    name, group = panel.fleet_name, panel.group_name
+
+    def gpu(measurement: str, statistic: str) -> cloudwatch.Metric:
+        return gpu_metric(namespace, group, measurement, statistic, 1)
+
+    return [
+        cloudwatch.GraphWidget(
+            title=f"{name}: GPU utilization (%)",
+            left=[gpu("utilization_gpu", "Average"), gpu("utilization_gpu", "Maximum")],
+            width=6,
+        ),
+        cloudwatch.GraphWidget(
+            title=f"{name}: GPU memory",
+            left=[gpu("utilization_memory", "Average")],
+            right=[gpu("memory_used", "Average")],
+            width=6,
+        ),
+        cloudwatch.GraphWidget(
+            title=f"{name}: GPU temperature (°C) and power (W)",
+            left=[gpu("temperature_gpu", "Maximum")],
+            right=[gpu("power_draw", "Average")],
+            width=6,
+        ),
+        cloudwatch.GraphWidget(
+            title=f"{name}: nodes by market",
+            left=[_nodes_running(namespace, group, market) for market in MARKETS],
+            stacked=True,
+            width=6,
+        ),
+        cloudwatch.GraphWidget(
+            title=f"{name}: nodes found unhealthy this week, by reason",
+            left=[replaced_by_reason(namespace, group)],
+            view=cloudwatch.GraphWidgetView.BAR,
+            period=Duration.days(1),
+            start="-P7D",
+            width=24,
+        ),
+    ]
+
+
+def _nodes_running(namespace: str, group_name: str, market: str) -> cloudwatch.Metric:
+    """The fleet's nodes of one market (spot | on-demand), as their health checks count them."""
+    return cloudwatch.Metric(
+        namespace=namespace,
+        metric_name=NODE_RUNNING_METRIC,
+        dimensions_map={"AutoScalingGroupName": group_name, "Market": market},
+        statistic="Sum",
+        period=Duration.minutes(5),
+        label=market,
+    )
 
 
 def service_row(target: ServiceTarget) -> list[cloudwatch.IWidget]:

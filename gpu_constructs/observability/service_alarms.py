@@ -174,72 +174,92 @@ class ServiceAlarms(Construct):
         factory: AlarmFactory,
     ) -> None:
         super().__init__(scope, construct_id)
-        fleet = target.fleet_name
-        group = target.group_name or f"{factory.prefix}-{fleet}"
+        self._fleet = target.fleet_name
+        self._factory = factory
+        group = target.group_name or f"{factory.prefix}-{self._fleet}"
         period = Duration.minutes(PERIOD_MINUTES)
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        self._target_alarms(target, thresholds, period)
+        self._load_balancer_alarms(target, group, thresholds, period)
 
-        def threshold(value: float) -> Threshold:
-            return Threshold(threshold=value, period_minutes=PERIOD_MINUTES, evaluation_periods=1)
+    def _add(
+        self,
+        key: str,
+        *,
+        description: str,
+        metric: cloudwatch.IMetric,
+        threshold: Threshold,
+        comparison: cloudwatch.ComparisonOperator,
+    ) -> None:
+        """The alarm ``key``, named ``<prefix>-<fleet>-<key>``, into ``alarms``."""
+        self.alarms[key] = self._factory.metric_alarm(
+            self,
+            key,
+            name=f"{self._fleet}-{key}",
+            description=description,
+            metric=metric,
+            threshold=threshold,
+            comparison=comparison,
+        )
 
-        t = thresholds
-        self.alarms: dict[str, cloudwatch.Alarm] = {
-            HTTP_5XX_RATE: factory.metric_alarm(
-                self,
-                HTTP_5XX_RATE,
-                name=f"{fleet}-{HTTP_5XX_RATE}",
-                description=f"CRITICAL {fleet}: over {t.http_5xx_percent:g} % of requests answered 5xx by the nodes",
-                metric=error_rate(target, period),
-                threshold=threshold(t.http_5xx_percent),
-                comparison=ABOVE,
+    def _target_alarms(self, target: ServiceTarget, t: Thresholds, period: Duration) -> None:
+        """What the nodes answer: 5xx rate, p99 response time, hosts failing the health check."""
+        fleet = self._fleet
+        self._add(
+            HTTP_5XX_RATE,
+            description=f"CRITICAL {fleet}: over {t.http_5xx_percent:g} % of requests answered 5xx by the nodes",
+            metric=error_rate(target, period),
+            threshold=_one_period(t.http_5xx_percent),
+            comparison=ABOVE,
+        )
+        self._add(
+            P99_LATENCY,
+            description=f"WARNING {fleet}: the nodes' p99 response time is above {t.p99_latency_seconds:g} s",
+            metric=service_metric(target, "TargetResponseTime", "p99", period),
+            threshold=_one_period(t.p99_latency_seconds),
+            comparison=ABOVE,
+        )
+        # The minimum over the period: a node replaced for failing its checks is unhealthy for a minute
+        # or so; hosts unhealthy for the whole period are what someone must look at.
+        self._add(
+            UNHEALTHY_HOSTS,
+            description=(
+                f"CRITICAL {fleet}: at least {t.unhealthy_hosts} node(s) failed the load balancer's health "
+                f"check for {PERIOD_MINUTES} minutes"
             ),
-            P99_LATENCY: factory.metric_alarm(
-                self,
-                P99_LATENCY,
-                name=f"{fleet}-{P99_LATENCY}",
-                description=f"WARNING {fleet}: the nodes' p99 response time is above {t.p99_latency_seconds:g} s",
-                metric=service_metric(target, "TargetResponseTime", "p99", period),
-                threshold=threshold(t.p99_latency_seconds),
-                comparison=ABOVE,
+            metric=service_metric(target, "UnHealthyHostCount", "Minimum", period),
+            threshold=_one_period(t.unhealthy_hosts),
+            comparison=AT_LEAST,
+        )
+
+    def _load_balancer_alarms(self, target: ServiceTarget, group: str, t: Thresholds, period: Duration) -> None:
+        """What the load balancer answers itself while ``group`` wants nodes: 5xx rate, no healthy target."""
+        fleet = self._fleet
+        self._add(
+            LB_5XX_RATE,
+            description=(
+                f"CRITICAL {fleet}: over {t.http_5xx_percent:g} % of requests answered 5xx by the load balancer "
+                "itself (no healthy node to send them to, or none answering) while the group wants nodes"
             ),
-            # The minimum over the period: a node replaced for failing its checks is unhealthy for a minute
-            # or so; hosts unhealthy for the whole period are what someone must look at.
-            UNHEALTHY_HOSTS: factory.metric_alarm(
-                self,
-                UNHEALTHY_HOSTS,
-                name=f"{fleet}-{UNHEALTHY_HOSTS}",
-                description=(
-                    f"CRITICAL {fleet}: at least {t.unhealthy_hosts} node(s) failed the load balancer's health "
-                    f"check for {PERIOD_MINUTES} minutes"
-                ),
-                metric=service_metric(target, "UnHealthyHostCount", "Minimum", period),
-                threshold=threshold(t.unhealthy_hosts),
-                comparison=AT_LEAST,
+            metric=refused_rate(target, group, period),
+            threshold=_one_period(t.http_5xx_percent),
+            comparison=ABOVE,
+        )
+        self._add(
+            NO_HEALTHY_HOSTS,
+            description=(
+                f"CRITICAL {fleet}: the load balancer had no healthy node for "
+                f"{PERIOD_MINUTES * NO_HEALTHY_HOSTS_PERIODS} minutes while the group wants nodes and has one "
+                "in service or clients were refused"
             ),
-            LB_5XX_RATE: factory.metric_alarm(
-                self,
-                LB_5XX_RATE,
-                name=f"{fleet}-{LB_5XX_RATE}",
-                description=(
-                    f"CRITICAL {fleet}: over {t.http_5xx_percent:g} % of requests answered 5xx by the load balancer "
-                    "itself (no healthy node to send them to, or none answering) while the group wants nodes"
-                ),
-                metric=refused_rate(target, group, period),
-                threshold=threshold(t.http_5xx_percent),
-                comparison=ABOVE,
+            metric=no_healthy_host(target, group, period),
+            threshold=Threshold(
+                threshold=1, period_minutes=PERIOD_MINUTES, evaluation_periods=NO_HEALTHY_HOSTS_PERIODS
             ),
-            NO_HEALTHY_HOSTS: factory.metric_alarm(
-                self,
-                NO_HEALTHY_HOSTS,
-                name=f"{fleet}-{NO_HEALTHY_HOSTS}",
-                description=(
-                    f"CRITICAL {fleet}: the load balancer had no healthy node for "
-                    f"{PERIOD_MINUTES * NO_HEALTHY_HOSTS_PERIODS} minutes while the group wants nodes and has one "
-                    "in service or clients were refused"
-                ),
-                metric=no_healthy_host(target, group, period),
-                threshold=Threshold(
-                    threshold=1, period_minutes=PERIOD_MINUTES, evaluation_periods=NO_HEALTHY_HOSTS_PERIODS
-                ),
-                comparison=AT_LEAST,
-            ),
-        }
+            comparison=AT_LEAST,
+        )
+
+
+def _one_period(value: float) -> Threshold:
+    """``value`` breached over one period of ``PERIOD_MINUTES``."""
+    return Threshold(threshold=value, period_minutes=PERIOD_MINUTES, evaluation_periods=1)

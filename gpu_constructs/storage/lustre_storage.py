@@ -67,7 +67,15 @@ class LustreStorage(Construct):
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.security_group = ec2.SecurityGroup(
+        self.security_group = self._security_group(vpc, client_security_group)
+        self.file_system = self._file_system(vpc, subnet, settings, key, removal_policy)
+        self._drop_wide_lustre_rule()
+        self.associations = [self._association(link, bucket) for link in links]
+
+    def _security_group(self, vpc: ec2.IVpc, clients: ec2.ISecurityGroup) -> ec2.SecurityGroup:
+        """The file system's group, with the Lustre ports to and from ``clients`` and itself only; and the rules
+        of ``clients`` that admit the file system."""
+        security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
             vpc=vpc,
@@ -76,27 +84,37 @@ class LustreStorage(Construct):
         )
         for name, (low, high) in LUSTRE_PORTS.items():
             port = ec2.Port.tcp_range(low, high) if low != high else ec2.Port.tcp(low)
-            self.security_group.add_ingress_rule(client_security_group, port, "Lustre from GPU nodes")
-            self.security_group.add_ingress_rule(self.security_group, port, "Lustre between file servers")
-            self.security_group.add_egress_rule(client_security_group, port, "Lustre to GPU nodes")
-            self.security_group.add_egress_rule(self.security_group, port, "Lustre between file servers")
+            security_group.add_ingress_rule(clients, port, "Lustre from GPU nodes")
+            security_group.add_ingress_rule(security_group, port, "Lustre between file servers")
+            security_group.add_egress_rule(clients, port, "Lustre to GPU nodes")
+            security_group.add_egress_rule(security_group, port, "Lustre between file servers")
             # The client group belongs to the long-lived network stack: its rule is
             # declared here so that the network stack never depends on this one.
             ec2.CfnSecurityGroupIngress(
                 self,
                 f"ClientsFromFileSystem{name}",
-                group_id=client_security_group.security_group_id,
-                source_security_group_id=self.security_group.security_group_id,
+                group_id=clients.security_group_id,
+                source_security_group_id=security_group.security_group_id,
                 ip_protocol="tcp",
                 from_port=low,
                 to_port=high,
                 description="Lustre from the file system",
             )
-        keep_default_egress_closed(self.security_group)
+        keep_default_egress_closed(security_group)
+        return security_group
 
+    def _file_system(
+        self,
+        vpc: ec2.IVpc,
+        subnet: ec2.ISubnet,
+        settings: LustreSettings,
+        key: kms.IKey,
+        removal_policy: RemovalPolicy,
+    ) -> fsx.LustreFileSystem:
+        """The file system in ``subnet``; a persistent one encrypted with ``key`` and backed up as configured."""
         persistent = settings.deployment_type.startswith("PERSISTENT")
         backups = settings.automatic_backup_retention_days
-        self.file_system = fsx.LustreFileSystem(
+        return fsx.LustreFileSystem(
             self,
             "FileSystem",
             vpc=vpc,
@@ -114,27 +132,29 @@ class LustreStorage(Construct):
             ),
             removal_policy=removal_policy,
         )
-        # The L2 file system opens TCP 988-1023 within its group; Lustre needs only 988
-        # and 1018-1023 (the rules above), so drop the wider one.
+
+    def _drop_wide_lustre_rule(self) -> None:
+        """The L2 file system opens TCP 988-1023 within its group; Lustre needs only 988
+        and 1018-1023 (the group's own rules), so drop the wider one."""
         for child in list(self.security_group.node.children):
             if child.node.id.endswith(":988-1023"):
                 self.security_group.node.try_remove_child(child.node.id)
-        self.associations = [
-            fsx.CfnDataRepositoryAssociation(
-                self,
-                f"Link{link.bucket_prefix.strip('/').replace('/', '-').title().replace('-', '')}",
-                file_system_id=self.file_system.file_system_id,
-                file_system_path=link.file_system_path,
-                data_repository_path=f"s3://{bucket.bucket_name}/{link.bucket_prefix}",
-                batch_import_meta_data_on_create=True,
-                s3=fsx.CfnDataRepositoryAssociation.S3Property(
-                    auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
-                        events=list(link.import_events)
-                    ),
-                    auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(
-                        events=list(link.export_events)
-                    ),
+
+    def _association(self, link: Link, bucket: s3.IBucket) -> fsx.CfnDataRepositoryAssociation:
+        """``link``'s directory, imported from and exported to its prefix of ``bucket``."""
+        return fsx.CfnDataRepositoryAssociation(
+            self,
+            f"Link{link.bucket_prefix.strip('/').replace('/', '-').title().replace('-', '')}",
+            file_system_id=self.file_system.file_system_id,
+            file_system_path=link.file_system_path,
+            data_repository_path=f"s3://{bucket.bucket_name}/{link.bucket_prefix}",
+            batch_import_meta_data_on_create=True,
+            s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                    events=list(link.import_events)
                 ),
-            )
-            for link in links
-        ]
+                auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(
+                    events=list(link.export_events)
+                ),
+            ),
+        )

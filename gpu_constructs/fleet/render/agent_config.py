@@ -121,6 +121,24 @@ def agent_config(
         metrics_interval_s: collection interval in seconds (1 - 172800).
         disk_paths: mount points whose usage is reported (absolute, unique).
     """
+    _check_arguments(namespace, log_files, metrics_interval_s, disk_paths)
+    config: dict[str, Any] = {
+        "agent": {
+            "metrics_collection_interval": metrics_interval_s,
+            "run_as_user": AGENT_USER,
+            "omit_hostname": True,
+        },
+        "metrics": _metrics_section(namespace, metrics_interval_s, disk_paths),
+    }
+    if log_files:
+        config["logs"] = _logs_section(log_files)
+    return config
+
+
+def _check_arguments(
+    namespace: str, log_files: Sequence[NodeLogFile], metrics_interval_s: int, disk_paths: Sequence[str]
+) -> None:
+    """Raise ValueError for what the agent would reject or silently misread (see :func:`agent_config`)."""
     checked_namespace(namespace)
     if type(metrics_interval_s) is not int or not 1 <= metrics_interval_s <= 172_800:
         raise ValueError(f"metrics_interval_s {metrics_interval_s!r} is invalid; fix: an integer from 1 to 172800")
@@ -131,51 +149,49 @@ def agent_config(
     _check_unique("node log name", [f.name for f in log_files])
     _check_unique("node log file_path", [f.file_path for f in log_files])
 
-    config: dict[str, Any] = {
-        "agent": {
-            "metrics_collection_interval": metrics_interval_s,
-            "run_as_user": AGENT_USER,
-            "omit_hostname": True,
-        },
-        "metrics": {
-            "namespace": namespace,
-            "append_dimensions": dict(APPEND_DIMENSIONS),
-            "aggregation_dimensions": [list(dims) for dims in AGGREGATION_DIMENSIONS],
-            "metrics_collected": {
-                GPU_SECTION: {
-                    "measurement": list(GPU_MEASUREMENTS),
-                    "metrics_collection_interval": metrics_interval_s,
-                },
-                "mem": {"measurement": list(MEM_MEASUREMENTS)},
-                "disk": {
-                    "measurement": list(DISK_MEASUREMENTS),
-                    "resources": list(disk_paths),
-                    "ignore_file_system_types": list(IGNORED_FILE_SYSTEM_TYPES),
-                    # A device name is an accident of the AMI and the instance
-                    # family (nvme0n1p1, xvda1); without it, a mount point's
-                    # series has the same dimensions on every node.
-                    "drop_device": True,
-                },
+
+def _metrics_section(namespace: str, metrics_interval_s: int, disk_paths: Sequence[str]) -> dict[str, Any]:
+    """The ``metrics`` section: GPU, memory and disk measurements (:mod:`agent_metrics`) in ``namespace``."""
+    return {
+        "namespace": namespace,
+        "append_dimensions": dict(APPEND_DIMENSIONS),
+        "aggregation_dimensions": [list(dims) for dims in AGGREGATION_DIMENSIONS],
+        "metrics_collected": {
+            GPU_SECTION: {
+                "measurement": list(GPU_MEASUREMENTS),
+                "metrics_collection_interval": metrics_interval_s,
+            },
+            "mem": {"measurement": list(MEM_MEASUREMENTS)},
+            "disk": {
+                "measurement": list(DISK_MEASUREMENTS),
+                "resources": list(disk_paths),
+                "ignore_file_system_types": list(IGNORED_FILE_SYSTEM_TYPES),
+                # A device name is an accident of the AMI and the instance
+                # family (nvme0n1p1, xvda1); without it, a mount point's
+                # series has the same dimensions on every node.
+                "drop_device": True,
             },
         },
     }
-    if log_files:
-        config["logs"] = {
-            "logs_collected": {
-                "files": {
-                    "collect_list": [
-                        {
-                            "file_path": f.file_path,
-                            "log_group_name": f.log_group_name,
-                            "log_stream_name": LOG_STREAM_NAME,
-                        }
-                        for f in log_files
-                    ]
-                }
-            },
-            "force_flush_interval": LOGS_FORCE_FLUSH_INTERVAL_S,
-        }
-    return config
+
+
+def _logs_section(log_files: Sequence[NodeLogFile]) -> dict[str, Any]:
+    """The ``logs`` section: each file to its log group, one stream per instance."""
+    return {
+        "logs_collected": {
+            "files": {
+                "collect_list": [
+                    {
+                        "file_path": f.file_path,
+                        "log_group_name": f.log_group_name,
+                        "log_stream_name": LOG_STREAM_NAME,
+                    }
+                    for f in log_files
+                ]
+            }
+        },
+        "force_flush_interval": LOGS_FORCE_FLUSH_INTERVAL_S,
+    }
 
 
 def to_json(config: Mapping[str, Any]) -> str:
