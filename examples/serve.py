@@ -172,67 +172,76 @@ class ModelServer:
         return self.exit_code
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        app = self
+        model_server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            timeout = app.keep_alive_timeout_s  # a read waits that long at most (then the connection ends)
-
-            def handle_one_request(self) -> None:
-                app._mark(self.connection, idle=True)  # until the request line arrives
-                super().handle_one_request()
-
-            def parse_request(self) -> bool:
-                app._mark(self.connection, idle=False)
-                return super().parse_request()
-
-            def finish(self) -> None:
-                app._mark(self.connection, idle=False)
-                super().finish()
-
-            def _reply(self, status: HTTPStatus, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                if app.stopping:
-                    self.send_header("Connection", "close")  # the last answer on this connection
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                if self.path.split("?", 1)[0] != app.health_path:
-                    self._reply(HTTPStatus.NOT_FOUND, {"error": f"no {self.path}"})
-                    return
-                status, error = app.state.snapshot()
-                body: dict[str, Any] = {"status": status, "model": app.model.name}
-                if error:
-                    body["error"] = error
-                self._reply(HTTPStatus.OK if status == "ready" else HTTPStatus.SERVICE_UNAVAILABLE, body)
-
-            def do_POST(self) -> None:
-                if self.path != "/predict":
-                    self._reply(HTTPStatus.NOT_FOUND, {"error": f"no {self.path}"})
-                    return
-                length = int(self.headers.get("Content-Length") or 0)
-                if not 0 < length <= MAX_BODY_BYTES:
-                    self._reply(HTTPStatus.BAD_REQUEST, {"error": f"a JSON body of 1 to {MAX_BODY_BYTES} bytes"})
-                    return
-                body = self.rfile.read(length)
-                if app.state.snapshot()[0] != "ready":
-                    self._reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the model is not ready"})
-                    return
-                try:
-                    outputs = app.predict(parse_inputs(body))
-                except ValueError as err:
-                    self._reply(HTTPStatus.BAD_REQUEST, {"error": str(err)})
-                    return
-                self._reply(HTTPStatus.OK, {"outputs": outputs, "model": app.model.name})
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # one line per request would drown the service log; the load balancer logs requests
+        class Handler(_ModelHandler):
+            app = model_server
+            timeout = model_server.keep_alive_timeout_s  # a read waits that long at most (then the connection ends)
 
         return Handler
+
+
+class _ModelHandler(BaseHTTPRequestHandler):
+    """One connection to ``app`` (a ``ModelServer``): the health check and predictions, kept alive (HTTP/1.1)."""
+
+    app: ModelServer
+    protocol_version = "HTTP/1.1"
+
+    def handle_one_request(self) -> None:
+        self.app._mark(self.connection, idle=True)  # until the request line arrives
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        self.app._mark(self.connection, idle=False)
+        return super().parse_request()
+
+    def finish(self) -> None:
+        self.app._mark(self.connection, idle=False)
+        super().finish()
+
+    def _reply(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if self.app.stopping:
+            self.send_header("Connection", "close")  # the last answer on this connection
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        app = self.app
+        if self.path.split("?", 1)[0] != app.health_path:
+            self._reply(HTTPStatus.NOT_FOUND, {"error": f"no {self.path}"})
+            return
+        status, error = app.state.snapshot()
+        body: dict[str, Any] = {"status": status, "model": app.model.name}
+        if error:
+            body["error"] = error
+        self._reply(HTTPStatus.OK if status == "ready" else HTTPStatus.SERVICE_UNAVAILABLE, body)
+
+    def do_POST(self) -> None:
+        app = self.app
+        if self.path != "/predict":
+            self._reply(HTTPStatus.NOT_FOUND, {"error": f"no {self.path}"})
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if not 0 < length <= MAX_BODY_BYTES:
+            self._reply(HTTPStatus.BAD_REQUEST, {"error": f"a JSON body of 1 to {MAX_BODY_BYTES} bytes"})
+            return
+        body = self.rfile.read(length)
+        if app.state.snapshot()[0] != "ready":
+            self._reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "the model is not ready"})
+            return
+        try:
+            outputs = app.predict(parse_inputs(body))
+        except ValueError as err:
+            self._reply(HTTPStatus.BAD_REQUEST, {"error": str(err)})
+            return
+        self._reply(HTTPStatus.OK, {"outputs": outputs, "model": app.model.name})
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # one line per request would drown the service log; the load balancer logs requests
 
 
 def _end_reading(connection: socket.socket) -> None:

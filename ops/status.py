@@ -184,29 +184,9 @@ def collect(env: Environment, session: Any, now: datetime | None = None) -> Envi
     fleets = []
     for group_name, fleet_name in wanted.items():
         group = groups.get(group_name)
-        if group is None:
-            fleets.append(FleetStatus(fleet_name, group_name, deployed=False))
-            continue
-        instances = [
-            _instance_status(member, described.get(member["InstanceId"], {}), latest, notices, now)
-            for member in sorted(group.get("Instances", []), key=lambda m: m["InstanceId"])
-        ]
-        values = utilization.get(group_name, [])
-        fleets.append(
-            FleetStatus(
-                name=fleet_name,
-                group_name=group_name,
-                deployed=True,
-                desired=group["DesiredCapacity"],
-                minimum=group["MinSize"],
-                maximum=group["MaxSize"],
-                in_service=sum(i.lifecycle_state == "InService" for i in instances),
-                pending=sum(i.lifecycle_state in PENDING_STATES for i in instances),
-                gpu_utilization_avg=round(sum(values) / len(values), 1) if values else None,
-                gpu_utilization_max=round(max(values), 1) if values else None,
-                instances=instances,
-            )
-        )
+        in_group = sorted(group.get("Instances", []), key=lambda m: m["InstanceId"]) if group is not None else []
+        instances = [_instance_status(m, described.get(m["InstanceId"], {}), latest, notices, now) for m in in_group]
+        fleets.append(_fleet_status(fleet_name, group_name, group, instances, utilization.get(group_name, [])))
     alarms = _alarms(cloudwatch, f"{names.prefix}-")
     bootstrap = bootstrap_ami_finding(env, latest, describe_ami(ec2, latest), "ami") if latest else None
     status = EnvironmentStatus(
@@ -224,6 +204,27 @@ def collect(env: Environment, session: Any, now: datetime | None = None) -> Envi
     status.findings.extend(judge(status))
     status.findings.extend([bootstrap] if bootstrap else [])
     return status
+
+
+def _fleet_status(
+    name: str, group_name: str, group: dict[str, Any] | None, instances: list[InstanceStatus], values: list[float]
+) -> FleetStatus:
+    """The fleet's group (None: not deployed), its ``instances`` and its utilization ``values``."""
+    if group is None:
+        return FleetStatus(name, group_name, deployed=False)
+    return FleetStatus(
+        name=name,
+        group_name=group_name,
+        deployed=True,
+        desired=group["DesiredCapacity"],
+        minimum=group["MinSize"],
+        maximum=group["MaxSize"],
+        in_service=sum(i.lifecycle_state == "InService" for i in instances),
+        pending=sum(i.lifecycle_state in PENDING_STATES for i in instances),
+        gpu_utilization_avg=round(sum(values) / len(values), 1) if values else None,
+        gpu_utilization_max=round(max(values), 1) if values else None,
+        instances=instances,
+    )
 
 
 def _instance_status(

@@ -64,13 +64,34 @@ class PipelineStack(Stack):
             description="GPU platform GitOps pipeline: promotes the repository through " + ", ".join(config.promotion),
             tags=dict(config.tags),
         )
-        by_name = {env.name: env for env in environments}
         # CodeBuild clones the repository itself: a git checkout keeps the scripts' executable bits
         # and symlinks, which CodePipeline's zip of the source would drop.
         source = pipelines.CodePipelineSource.connection(
             config.repository, config.branch, connection_arn=config.connection_arn, code_build_clone_output=True
         )
-        self.pipeline = pipelines.CodePipeline(
+        self.pipeline = self._code_pipeline(source, cli_version)
+        app = Stage.of(self)
+        if app is None:
+            raise TypeError(f"{self.node.path}: the pipeline stack needs an app above it for its environments' stages")
+        self.stages: list[PlatformStage] = []
+        self._checks: dict[str, pipelines.CodeBuildStep] = {}
+        self._fabric: dict[str, pipelines.CodeBuildStep] = {}
+        self._gates: dict[str, pipelines.CodeBuildStep] = {}
+        by_name = {env.name: env for env in environments}
+        for name in config.promotion:
+            env = by_name[name]
+            self.stages.append(self._add_stage(app, config, env, image_sharing[env.name], source))
+        # Built now rather than at synth, so that what it generates can be hardened and acknowledged.
+        self.pipeline.build_pipeline()
+        self.artifacts = PipelineArtifacts(self, "Artifacts", bucket=self.pipeline.pipeline.artifact_bucket)
+        projects = {f"{n} (post-deploy check)": step.project for n, step in self._checks.items()}
+        projects.update({f"{n} (fabric check)": step.project for n, step in self._fabric.items()})
+        projects.update({f"{n} (AMI gate)": step.project for n, step in self._gates.items()})
+        acknowledge_pipeline_grants(self.pipeline, check_projects=projects)
+
+    def _code_pipeline(self, source: pipelines.CodePipelineSource, cli_version: str) -> pipelines.CodePipeline:
+        """The pipeline itself: synth from ``source``, self-mutation, cross-account keys, CodeBuild defaults."""
+        return pipelines.CodePipeline(
             self,
             "Pipeline",
             pipeline_name="gpu-platform",
@@ -99,32 +120,26 @@ class PipelineStack(Stack):
                 ),
             ),
         )
-        app = Stage.of(self)
-        if app is None:
-            raise TypeError(f"{self.node.path}: the pipeline stack needs an app above it for its environments' stages")
-        self.stages: list[PlatformStage] = []
-        self._checks: dict[str, pipelines.CodeBuildStep] = {}
-        self._fabric: dict[str, pipelines.CodeBuildStep] = {}
-        self._gates: dict[str, pipelines.CodeBuildStep] = {}
-        for name in config.promotion:
-            env = by_name[name]
-            stage = PlatformStage(app, env=env, image_sharing=image_sharing[env.name])
-            self._checks[name] = post_deploy_check(
-                self, environment=name, account=env.account, region=env.region, source=source
-            )
-            post: list[pipelines.Step] = [self._checks[name]]
-            if name in config.fabric_check:
-                post.append(self._fabric_check(stage, env, source))
-            pre = self._pre_steps(config, stage, env, source)
-            self.pipeline.add_stage(stage, pre=pre or None, post=post)
-            self.stages.append(stage)
-        # Built now rather than at synth, so that what it generates can be hardened and acknowledged.
-        self.pipeline.build_pipeline()
-        self.artifacts = PipelineArtifacts(self, "Artifacts", bucket=self.pipeline.pipeline.artifact_bucket)
-        projects = {f"{n} (post-deploy check)": step.project for n, step in self._checks.items()}
-        projects.update({f"{n} (fabric check)": step.project for n, step in self._fabric.items()})
-        projects.update({f"{n} (AMI gate)": step.project for n, step in self._gates.items()})
-        acknowledge_pipeline_grants(self.pipeline, check_projects=projects)
+
+    def _add_stage(
+        self,
+        app: Stage,
+        config: Pipeline,
+        env: Environment,
+        sharing: ImageSharing,
+        source: pipelines.IFileSetProducer,
+    ) -> PlatformStage:
+        """``env``'s stage, beside this stack in the app, and its wave: approval and gate before, checks after."""
+        stage = PlatformStage(app, env=env, image_sharing=sharing)
+        self._checks[env.name] = post_deploy_check(
+            self, environment=env.name, account=env.account, region=env.region, source=source
+        )
+        post: list[pipelines.Step] = [self._checks[env.name]]
+        if env.name in config.fabric_check:
+            post.append(self._fabric_check(stage, env, source))
+        pre = self._pre_steps(config, stage, env, source)
+        self.pipeline.add_stage(stage, pre=pre or None, post=post)
+        return stage
 
     def _fabric_check(
         self, stage: PlatformStage, env: Environment, source: pipelines.IFileSetProducer

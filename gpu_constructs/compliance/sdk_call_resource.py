@@ -54,6 +54,19 @@ def sdk_call_resource(
             removal_policy=log_removal_policy,
         ),
     )
+    _acknowledge_call_policy(resource, statements, purpose=purpose, wildcard_reason=wildcard_reason)
+    _acknowledge_provider(Stack.of(scope))
+    return resource
+
+
+def _acknowledge_call_policy(
+    resource: cr.AwsCustomResource,
+    statements: Sequence[iam.PolicyStatement],
+    *,
+    purpose: str,
+    wildcard_reason: str,
+) -> None:
+    """The findings on the call's own policy: a ``*`` resource (with ``wildcard_reason``), an inline policy."""
     policy = resource.node.find_child("CustomResourcePolicy")
     if any("*" in s.resources for s in statements):
         acknowledge(policy, "AwsSolutions-IAM5[Resource::*]", wildcard_reason)
@@ -62,11 +75,15 @@ def sdk_call_resource(
         "NIST.800.53.R5-IAMNoInlinePolicy",
         f"AwsCustomResource attaches its call's permissions to its provider's role as this policy: {purpose}.",
     )
-    provider = Stack.of(scope).node.find_child(PROVIDER_ID)
+
+
+def _acknowledge_provider(stack: Stack) -> None:
+    """The findings on the stack's provider function and its role, once: the stack's calls share them."""
+    provider = stack.node.find_child(PROVIDER_ID)
     if not isinstance(provider, Construct):
         raise TypeError(f"{provider.node.path}: AwsCustomResource's provider is expected to be a construct")
     if provider.node.try_find_child(_ACKNOWLEDGED):  # a second call of the stack shares the provider
-        return resource
+        return
     Construct(provider, _ACKNOWLEDGED)
     acknowledge(
         provider.node.find_child("ServiceRole"),
@@ -88,4 +105,3 @@ def sdk_call_resource(
         ),
     ):
         acknowledge(provider, rule, reason)
-    return resource

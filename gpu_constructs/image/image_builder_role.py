@@ -55,7 +55,6 @@ class ImageBuilderInstanceRole(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, access: BuildAccess) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        arn = f"arn:{stack.partition}"
         self.role = iam.Role(
             self,
             "Role",
@@ -63,7 +62,11 @@ class ImageBuilderInstanceRole(Construct):
             description="GPU platform image builds: SSM agent, the recipe's components, build logs",
         )
         self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.role)
+        self._agent_policy(stack)
+        self._build_policy(stack, access)
 
+    def _agent_policy(self, stack: Stack) -> iam.ManagedPolicy:
+        """The SSM agent: registration and Image Builder's commands (Run Command channels held to the region)."""
         agent = self._policy(
             "Agent",
             *ssm_agent_statements(stack, channels_sid="CommandChannels"),
@@ -76,11 +79,14 @@ class ImageBuilderInstanceRole(Construct):
         )
         acknowledge(
             agent,
-            f"AwsSolutions-IAM5[Resource::{arn}:ec2:{stack.region}:{stack.account}:instance/*]",
+            f"AwsSolutions-IAM5[Resource::arn:{stack.partition}:ec2:{stack.region}:{stack.account}:instance/*]",
             "The build instance registers itself with Systems Manager; its id is not known when the role is created.",
         )
+        return agent
 
-        toe_buckets = f"{arn}:s3:::ec2imagebuilder*/*"
+    def _build_policy(self, stack: Stack, access: BuildAccess) -> iam.ManagedPolicy:
+        """The recipe's components, AWSTOE's download, the build logs (and their key, through S3), the log group."""
+        toe_buckets = f"arn:{stack.partition}:s3:::ec2imagebuilder*/*"
         log_objects = f"{access.log_bucket_arn}/{access.log_prefix}/*"
         component_arns = [component.arn_pattern() for component in access.components]
         build = self._policy(
@@ -102,25 +108,33 @@ class ImageBuilderInstanceRole(Construct):
                 resources=[access.log_group_arn],
             ),
         )
-        for component, pattern in zip(access.components, component_arns, strict=True):
-            acknowledge(
-                build,
-                f"AwsSolutions-IAM5[Resource::{pattern}]",
-                f"Every version of the platform's own {component.name} component: its version and build number "
-                "change with its content, and the instance fetches the one the recipe names.",
-            )
-        acknowledge(
-            build,
-            f"AwsSolutions-IAM5[Resource::{toe_buckets}]",
-            "AWSTOE, Image Builder's component runner, is downloaded onto the build instance from Image Builder's "
-            "own regional ec2imagebuilder* buckets, whose exact names AWS does not publish.",
-        )
-        acknowledge(
-            build,
-            f"AwsSolutions-IAM5[Resource::{log_objects}]",
-            f"AWSTOE writes the build logs under {access.log_prefix}/ of the image log bucket; each build and step "
-            "writes objects whose names carry the build's version and time.",
-        )
+        _acknowledge_build_scopes(build, access, component_arns, toe_buckets=toe_buckets, log_objects=log_objects)
+        return build
 
     def _policy(self, construct_id: str, *statements: iam.PolicyStatement) -> iam.ManagedPolicy:
         return iam.ManagedPolicy(self, construct_id, roles=[self.role], statements=list(statements))
+
+
+def _acknowledge_build_scopes(
+    build: iam.ManagedPolicy, access: BuildAccess, component_arns: list[str], *, toe_buckets: str, log_objects: str
+) -> None:
+    """The wildcards of the build policy, each with why it cannot be narrower."""
+    for component, pattern in zip(access.components, component_arns, strict=True):
+        acknowledge(
+            build,
+            f"AwsSolutions-IAM5[Resource::{pattern}]",
+            f"Every version of the platform's own {component.name} component: its version and build number "
+            "change with its content, and the instance fetches the one the recipe names.",
+        )
+    acknowledge(
+        build,
+        f"AwsSolutions-IAM5[Resource::{toe_buckets}]",
+        "AWSTOE, Image Builder's component runner, is downloaded onto the build instance from Image Builder's "
+        "own regional ec2imagebuilder* buckets, whose exact names AWS does not publish.",
+    )
+    acknowledge(
+        build,
+        f"AwsSolutions-IAM5[Resource::{log_objects}]",
+        f"AWSTOE writes the build logs under {access.log_prefix}/ of the image log bucket; each build and step "
+        "writes objects whose names carry the build's version and time.",
+    )

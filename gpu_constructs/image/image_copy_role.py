@@ -73,48 +73,67 @@ class ImageCopyRole(Construct):
             "Copy",
             description="Copy golden AMIs from the building account into this one and write the copy's id",
             roles=[self.role],
-            statements=[
-                iam.PolicyStatement(sid="CopyAmis", actions=["ec2:CopyImage"], resources=copied),
-                iam.PolicyStatement(
-                    sid="DescribeAmis",
-                    actions=["ec2:DescribeImages"],
-                    resources=["*"],
-                    conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
-                ),
-                iam.PolicyStatement(
-                    sid="TagAmiCopies", actions=["ec2:CreateTags", "ec2:ModifyImageAttribute"], resources=[copies]
-                ),
-                iam.PolicyStatement(
-                    sid="WriteAmiParameter",
-                    actions=["ssm:PutParameter"],
-                    resources=[f"{arn}:ssm:{stack.region}:{stack.account}:parameter{parameter_name}"],
-                ),
-                iam.PolicyStatement(sid="SourceSnapshotKey", actions=SNAPSHOT_KEY_USE, resources=[source_keys]),
-                iam.PolicyStatement(
-                    sid="SourceSnapshotKeyGrants",
-                    actions=["kms:CreateGrant"],
-                    resources=[source_keys],
-                    conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
-                ),
-            ],
+            statements=_copy_statements(
+                stack, copied=copied, copies=copies, source_keys=source_keys, parameter_name=parameter_name
+            ),
         )
+        _acknowledge_copy_scopes(
+            policy, copied=copied, copies=copies, source_keys=source_keys, source_account=source_account
+        )
+
+
+def _copy_statements(
+    stack: Stack, *, copied: list[str], copies: str, source_keys: str, parameter_name: str
+) -> list[iam.PolicyStatement]:
+    """Copy ``copied`` into ``copies``, describe, tag, write ``parameter_name``, use the source snapshots' keys."""
+    arn = f"arn:{stack.partition}"
+    return [
+        iam.PolicyStatement(sid="CopyAmis", actions=["ec2:CopyImage"], resources=copied),
+        iam.PolicyStatement(
+            sid="DescribeAmis",
+            actions=["ec2:DescribeImages"],
+            resources=["*"],
+            conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
+        ),
+        iam.PolicyStatement(
+            sid="TagAmiCopies", actions=["ec2:CreateTags", "ec2:ModifyImageAttribute"], resources=[copies]
+        ),
+        iam.PolicyStatement(
+            sid="WriteAmiParameter",
+            actions=["ssm:PutParameter"],
+            resources=[f"{arn}:ssm:{stack.region}:{stack.account}:parameter{parameter_name}"],
+        ),
+        iam.PolicyStatement(sid="SourceSnapshotKey", actions=SNAPSHOT_KEY_USE, resources=[source_keys]),
+        iam.PolicyStatement(
+            sid="SourceSnapshotKeyGrants",
+            actions=["kms:CreateGrant"],
+            resources=[source_keys],
+            conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
+        ),
+    ]
+
+
+def _acknowledge_copy_scopes(
+    policy: iam.ManagedPolicy, *, copied: list[str], copies: str, source_keys: str, source_account: str
+) -> None:
+    """The wildcards of the copy policy, each with why it is the narrowest scope there is."""
+    acknowledge(
+        policy,
+        "AwsSolutions-IAM5[Resource::*]",
+        "ec2:DescribeImages has no resource type (Service Authorization Reference); it is read-only and held to "
+        "this region. Image Builder checks the copy with it, and the aws:ec2:image parameter type validates with it.",
+    )
+    for pattern in dict.fromkeys([*copied, copies]):
         acknowledge(
             policy,
-            "AwsSolutions-IAM5[Resource::*]",
-            "ec2:DescribeImages has no resource type (Service Authorization Reference); it is read-only and held to "
-            "this region. Image Builder checks the copy with it, and the aws:ec2:image parameter type validates with it.",
+            f"AwsSolutions-IAM5[Resource::{pattern}]",
+            "A copy creates a new AMI and snapshots whose ids are unknown until it runs, from a source AMI that "
+            "each build replaces; AMI and snapshot ARNs carry no account, so the region is the narrowest scope. "
+            "These are the actions of AWS's Ec2ImageBuilderCrossAccountDistributionAccess for this role.",
         )
-        for pattern in dict.fromkeys([*copied, copies]):
-            acknowledge(
-                policy,
-                f"AwsSolutions-IAM5[Resource::{pattern}]",
-                "A copy creates a new AMI and snapshots whose ids are unknown until it runs, from a source AMI that "
-                "each build replaces; AMI and snapshot ARNs carry no account, so the region is the narrowest scope. "
-                "These are the actions of AWS's Ec2ImageBuilderCrossAccountDistributionAccess for this role.",
-            )
-        acknowledge(
-            policy,
-            f"AwsSolutions-IAM5[Resource::{source_keys}]",
-            f"The source snapshots' key is created in account {source_account}, so its id is unknown here; that "
-            "account's key policies decide, and only its AMI key names this role.",
-        )
+    acknowledge(
+        policy,
+        f"AwsSolutions-IAM5[Resource::{source_keys}]",
+        f"The source snapshots' key is created in account {source_account}, so its id is unknown here; that "
+        "account's key policies decide, and only its AMI key names this role.",
+    )

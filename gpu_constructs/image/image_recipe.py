@@ -49,29 +49,6 @@ class ImageRecipe(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        components = [
-            imagebuilder.CfnImageRecipe.ComponentConfigurationProperty(
-                component_arn=step.component.arn,
-                parameters=[
-                    imagebuilder.CfnImageRecipe.ComponentParameterProperty(name=key, value=[value])
-                    for key, value in step.parameters.items()
-                ]
-                or None,
-            )
-            for step in steps
-        ]
-        block_devices = [
-            imagebuilder.CfnImageRecipe.InstanceBlockDeviceMappingProperty(
-                device_name=root_device_name,
-                ebs=imagebuilder.CfnImageRecipe.EbsInstanceBlockDeviceSpecificationProperty(
-                    volume_size=root_volume_gib,
-                    volume_type="gp3",
-                    encrypted=True,
-                    kms_key_id=kms_key_arn,
-                    delete_on_termination=True,
-                ),
-            )
-        ]
         self.name = name
         # Every create-only property of the recipe, with each component by its own version
         # (its ARN is only known at deploy time) and parameter values as CloudFormation sees them.
@@ -91,7 +68,40 @@ class ImageRecipe(Construct):
             version=self.version,
             description=description,
             parent_image=parent_image,
-            components=components,
-            block_device_mappings=block_devices,
+            components=_component_configurations(steps),
+            block_device_mappings=[_root_volume(root_device_name, root_volume_gib, kms_key_arn)],
         )
         self.arn = self.recipe.attr_arn
+
+
+def _component_configurations(
+    steps: Sequence[RecipeStep],
+) -> list[imagebuilder.CfnImageRecipe.ComponentConfigurationProperty]:
+    """Each step's component by ARN, with its parameters (none: no ``Parameters`` at all)."""
+    return [
+        imagebuilder.CfnImageRecipe.ComponentConfigurationProperty(
+            component_arn=step.component.arn,
+            parameters=[
+                imagebuilder.CfnImageRecipe.ComponentParameterProperty(name=key, value=[value])
+                for key, value in step.parameters.items()
+            ]
+            or None,
+        )
+        for step in steps
+    ]
+
+
+def _root_volume(
+    device_name: str, volume_gib: int, kms_key_arn: str | None
+) -> imagebuilder.CfnImageRecipe.InstanceBlockDeviceMappingProperty:
+    """The root volume: gp3, encrypted (with ``kms_key_arn`` where given), deleted with the instance."""
+    return imagebuilder.CfnImageRecipe.InstanceBlockDeviceMappingProperty(
+        device_name=device_name,
+        ebs=imagebuilder.CfnImageRecipe.EbsInstanceBlockDeviceSpecificationProperty(
+            volume_size=volume_gib,
+            volume_type="gp3",
+            encrypted=True,
+            kms_key_id=kms_key_arn,
+            delete_on_termination=True,
+        ),
+    )

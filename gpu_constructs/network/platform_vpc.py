@@ -45,22 +45,6 @@ class PlatformVpc(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         with_nat = nat_gateways > 0
-        subnets = [
-            ec2.SubnetConfiguration(
-                name=GPU_SUBNET_GROUP,
-                subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS if with_nat else ec2.SubnetType.PRIVATE_ISOLATED,
-                cidr_mask=gpu_subnet_mask,
-            )
-        ]
-        if with_nat:
-            subnets.append(
-                ec2.SubnetConfiguration(
-                    name=PUBLIC_SUBNET_GROUP,
-                    subnet_type=ec2.SubnetType.PUBLIC,
-                    cidr_mask=public_subnet_mask,
-                    map_public_ip_on_launch=False,
-                )
-            )
         self.flow_log_group = logs.LogGroup(
             self,
             "FlowLogs",
@@ -74,7 +58,7 @@ class PlatformVpc(Construct):
             "Vpc",
             ip_addresses=ec2.IpAddresses.cidr(cidr),
             availability_zones=list(availability_zones),
-            subnet_configuration=subnets,
+            subnet_configuration=_subnet_configuration(with_nat, gpu_subnet_mask, public_subnet_mask),
             nat_gateways=nat_gateways,
             create_internet_gateway=with_nat,
             enable_dns_hostnames=True,
@@ -88,6 +72,10 @@ class PlatformVpc(Construct):
             },
         )
         self.gpu_subnets = ec2.SubnetSelection(subnet_group_name=GPU_SUBNET_GROUP)
+        self._acknowledge_nat_routes()
+
+    def _acknowledge_nat_routes(self) -> None:
+        """The public subnets' default route to the internet gateway, which NAT egress needs."""
         for subnet in self.vpc.public_subnets:
             acknowledge(
                 subnet.node.find_child("DefaultRoute"),
@@ -118,3 +106,26 @@ class PlatformVpc(Construct):
         )
         # The policy above is the whole grant: keep CDK from adding an inline one.
         return role.without_policy_updates()
+
+
+def _subnet_configuration(
+    with_nat: bool, gpu_subnet_mask: int, public_subnet_mask: int
+) -> list[ec2.SubnetConfiguration]:
+    """The GPU subnets (private, with egress through NAT or isolated), and public ones only for the NAT."""
+    subnets = [
+        ec2.SubnetConfiguration(
+            name=GPU_SUBNET_GROUP,
+            subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS if with_nat else ec2.SubnetType.PRIVATE_ISOLATED,
+            cidr_mask=gpu_subnet_mask,
+        )
+    ]
+    if with_nat:
+        subnets.append(
+            ec2.SubnetConfiguration(
+                name=PUBLIC_SUBNET_GROUP,
+                subnet_type=ec2.SubnetType.PUBLIC,
+                cidr_mask=public_subnet_mask,
+                map_public_ip_on_launch=False,
+            )
+        )
+    return subnets

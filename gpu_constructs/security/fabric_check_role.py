@@ -49,9 +49,7 @@ class FabricCheckRole(Construct):
         if not group_names:
             raise ValueError(f"{self.node.path}: the fabric check needs at least one training group")
         stack = Stack.of(self)
-        arn, here = f"arn:{stack.partition}", f"{stack.region}:{stack.account}"
-        trusted = f"{arn}:iam::{trusted_account}:role/{trusted_role_name}"
-        instances = f"{arn}:ec2:{here}:instance/*"
+        trusted = f"arn:{stack.partition}:iam::{trusted_account}:role/{trusted_role_name}"
         # The account as principal, the one role by condition: a role ARN as principal would have to exist
         # when this role is created (the pipeline stack may be deployed after a laptop deploy of this one).
         self.role = iam.Role(
@@ -67,47 +65,81 @@ class FabricCheckRole(Construct):
             self,
             "Policy",
             roles=[self.role],
-            statements=[
-                iam.PolicyStatement(
-                    sid="TheJobDocument",
-                    actions=["ssm:SendCommand"],
-                    resources=[f"{arn}:ssm:{here}:document/{job_document_name}"],
-                ),
-                iam.PolicyStatement(
-                    sid="OnTheTrainingNodes",
-                    actions=["ssm:SendCommand"],
-                    resources=[instances],
-                    conditions={"StringEquals": {GROUP_TAG_KEY: sorted(group_names)}},
-                ),
-                iam.PolicyStatement(sid="FollowTheNodesAndCommands", actions=READ_ONLY_UNSCOPED, resources=["*"]),
-                iam.PolicyStatement(
-                    sid="ReadTheJobLogs",
-                    actions=["logs:FilterLogEvents"],
-                    resources=[f"{arn}:logs:{here}:log-group:{job_log_group_name}:*"],
-                ),
-                iam.PolicyStatement(
-                    sid="PublishTheBandwidth",
-                    actions=["cloudwatch:PutMetricData"],
-                    resources=["*"],
-                    conditions={"StringEquals": {"cloudwatch:namespace": metrics_namespace}},
-                ),
-            ],
+            statements=_statements(
+                stack,
+                job_document_name=job_document_name,
+                group_names=group_names,
+                job_log_group_name=job_log_group_name,
+                metrics_namespace=metrics_namespace,
+            ),
         )
-        acknowledge(
-            policy,
-            f"AwsSolutions-IAM5[Resource::{instances}]",
-            "SendCommand reaches only instances tagged with a training group of this environment "
-            f"({GROUP_TAG_KEY}); instance ids are not known at deploy time.",
-        )
-        acknowledge(
-            policy,
-            f"AwsSolutions-IAM5[Resource::{arn}:logs:{here}:log-group:{job_log_group_name}:*]",
-            "The streams of the one job log group; each job writes <job>/<instance-id> streams at run time.",
-        )
-        acknowledge(
-            policy,
-            "AwsSolutions-IAM5[Resource::*]",
-            "DescribeAutoScalingGroups, DescribeInstances, DescribeImages and GetCommandInvocation have no resource "
-            "type (reads); "
-            "PutMetricData has none either and is held to the environment's namespace (cloudwatch:namespace).",
-        )
+        _acknowledge_scopes(policy, stack, job_log_group_name=job_log_group_name)
+
+
+def _instances(stack: Stack) -> str:
+    """Every instance of this account and region: SendCommand's targets, held to the groups by tag."""
+    return f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:instance/*"
+
+
+def _job_log_streams(stack: Stack, job_log_group_name: str) -> str:
+    """The streams of the job log group (the group's ARN with ``:*``)."""
+    return f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:{job_log_group_name}:*"
+
+
+def _statements(
+    stack: Stack,
+    *,
+    job_document_name: str,
+    group_names: Sequence[str],
+    job_log_group_name: str,
+    metrics_namespace: str,
+) -> list[iam.PolicyStatement]:
+    """Send the job document to the training nodes, follow them and the commands, read the logs, publish."""
+    here = f"{stack.region}:{stack.account}"
+    return [
+        iam.PolicyStatement(
+            sid="TheJobDocument",
+            actions=["ssm:SendCommand"],
+            resources=[f"arn:{stack.partition}:ssm:{here}:document/{job_document_name}"],
+        ),
+        iam.PolicyStatement(
+            sid="OnTheTrainingNodes",
+            actions=["ssm:SendCommand"],
+            resources=[_instances(stack)],
+            conditions={"StringEquals": {GROUP_TAG_KEY: sorted(group_names)}},
+        ),
+        iam.PolicyStatement(sid="FollowTheNodesAndCommands", actions=READ_ONLY_UNSCOPED, resources=["*"]),
+        iam.PolicyStatement(
+            sid="ReadTheJobLogs",
+            actions=["logs:FilterLogEvents"],
+            resources=[_job_log_streams(stack, job_log_group_name)],
+        ),
+        iam.PolicyStatement(
+            sid="PublishTheBandwidth",
+            actions=["cloudwatch:PutMetricData"],
+            resources=["*"],
+            conditions={"StringEquals": {"cloudwatch:namespace": metrics_namespace}},
+        ),
+    ]
+
+
+def _acknowledge_scopes(policy: iam.ManagedPolicy, stack: Stack, *, job_log_group_name: str) -> None:
+    """The wildcards of the policy, each with what holds it in."""
+    acknowledge(
+        policy,
+        f"AwsSolutions-IAM5[Resource::{_instances(stack)}]",
+        "SendCommand reaches only instances tagged with a training group of this environment "
+        f"({GROUP_TAG_KEY}); instance ids are not known at deploy time.",
+    )
+    acknowledge(
+        policy,
+        f"AwsSolutions-IAM5[Resource::{_job_log_streams(stack, job_log_group_name)}]",
+        "The streams of the one job log group; each job writes <job>/<instance-id> streams at run time.",
+    )
+    acknowledge(
+        policy,
+        "AwsSolutions-IAM5[Resource::*]",
+        "DescribeAutoScalingGroups, DescribeInstances, DescribeImages and GetCommandInvocation have no resource "
+        "type (reads); "
+        "PutMetricData has none either and is held to the environment's namespace (cloudwatch:namespace).",
+    )

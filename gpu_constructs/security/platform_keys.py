@@ -89,118 +89,11 @@ class PlatformKeys(Construct):
         self.data = self._key("Data", env_name, "data bucket, FSx for Lustre, EBS volumes", removal_policy)
         self.trail = self._key("Trail", env_name, "CloudTrail", removal_policy)
         self.alerts = self._key("Alerts", env_name, "the alerts topic", removal_policy)
-
-        self.logs.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="CloudWatchLogsOfThisAccount",
-                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
-                actions=[a for a in _USE if a != "kms:DescribeKey"],
-                resources=["*"],  # in a key policy, "*" is this key
-                conditions={
-                    "ArnLike": {
-                        "kms:EncryptionContext:aws:logs:arn": f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:*"
-                    }
-                },
-            )
-        )
-        self.logs.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="CloudWatchLogsDescribesKey",  # DescribeKey carries no encryption context
-                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
-                actions=["kms:DescribeKey"],
-                resources=["*"],
-            )
-        )
-
         autoscaling = service_linked_role(stack, "autoscaling.amazonaws.com", "AWSServiceRoleForAutoScaling")
-        self.data.add_to_resource_policy(
-            autoscaling.statement("AutoScalingEncryptsNodeVolumes", _USE)  # Auto Scaling user guide's two statements
-        )
-        self.data.add_to_resource_policy(
-            autoscaling.statement(
-                "AutoScalingGrantsForAttachedVolumes",
-                ["kms:CreateGrant"],
-                {"Bool": {"kms:GrantIsForAWSResource": "true"}},
-            )
-        )
-
-        # FSx for Lustre reads and writes the SSE-KMS data bucket through a service-linked
-        # role made per file system (AWSServiceRoleForFSxS3Access_fs-...), unknown until
-        # the file system exists: match it by ARN pattern, through S3, from this account.
-        self.data.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="FsxLinkedRolesUseDataBucket",
-                principals=[iam.AnyPrincipal()],
-                actions=["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
-                resources=["*"],
-                conditions={
-                    "ArnLike": {
-                        "aws:PrincipalArn": f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/"
-                        "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
-                    },
-                    "StringEquals": {
-                        "kms:CallerAccount": stack.account,
-                        "kms:ViaService": f"s3.{stack.region}.amazonaws.com",
-                    },
-                },
-            )
-        )
-
-        trail_arns = f"arn:{stack.partition}:cloudtrail:*:{stack.account}:trail/*"
-        cloudtrail = iam.ServicePrincipal("cloudtrail.amazonaws.com")
-        self.trail.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="CloudTrailEncryptsThisAccountsTrails",
-                principals=[cloudtrail],
-                actions=["kms:GenerateDataKey*"],
-                resources=["*"],
-                conditions={
-                    "StringLike": {"kms:EncryptionContext:aws:cloudtrail:arn": trail_arns},
-                    "StringEquals": {"aws:SourceAccount": stack.account},
-                },
-            )
-        )
-        self.trail.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="CloudTrailDescribesKey",
-                principals=[cloudtrail],
-                actions=["kms:DescribeKey"],
-                resources=["*"],
-                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
-            )
-        )
-
-        # Publishers of the encrypted alerts topic need the key (SNS user guide, "Enable compatibility
-        # between event sources from AWS services and encrypted topics").
-        publish = ["kms:Decrypt", "kms:GenerateDataKey*"]
-        self.alerts.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AlarmsOfThisEnvironmentPublishToAlerts",
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=publish,
-                resources=["*"],
-                conditions={
-                    "ArnLike": {"aws:SourceArn": alarm_arns(stack, alarm_prefix)},
-                    "StringEquals": {"aws:SourceAccount": stack.account},
-                },
-            )
-        )
-        # No source condition here: SNS documents aws:SourceAccount/SourceArn as unsupported in a key
-        # policy for EventBridge-to-encrypted-topic delivery (the topic policy holds the rule to this account).
-        # SNS encrypts with the topic's ARN as encryption context: the key serves EventBridge for that topic only.
-        topic_arn = f"arn:{stack.partition}:sns:{stack.region}:{stack.account}:{alerts_topic_name}"
-        self.alerts.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="EventBridgePublishesToAlerts",
-                principals=[iam.ServicePrincipal("events.amazonaws.com")],
-                actions=publish,
-                resources=["*"],
-                conditions={"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": topic_arn}},
-            )
-        )
-        # Auto Scaling notifications publish as the service-linked role (its managed policy allows
-        # sns:Publish, not KMS): SNS requires the role, not a service principal, in the key policy.
-        self.alerts.add_to_resource_policy(autoscaling.statement("AutoScalingPublishesToAlerts", publish))
+        _grant_logs(self.logs, stack)
+        _grant_data(self.data, stack, autoscaling)
+        _grant_trail(self.trail, stack)
+        _grant_alerts(self.alerts, stack, autoscaling, alarm_prefix=alarm_prefix, alerts_topic_name=alerts_topic_name)
 
     def _key(self, construct_id: str, env_name: str, purpose: str, removal_policy: RemovalPolicy) -> kms.Key:
         return kms.Key(
@@ -212,3 +105,129 @@ class PlatformKeys(Construct):
             pending_window=Duration.days(30),
             removal_policy=removal_policy,
         )
+
+
+def _grant_logs(key: kms.Key, stack: Stack) -> None:
+    """CloudWatch Logs of this account and region, for every log group."""
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="CloudWatchLogsOfThisAccount",
+            principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+            actions=[a for a in _USE if a != "kms:DescribeKey"],
+            resources=["*"],  # in a key policy, "*" is this key
+            conditions={
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:*"
+                }
+            },
+        )
+    )
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="CloudWatchLogsDescribesKey",  # DescribeKey carries no encryption context
+            principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+            actions=["kms:DescribeKey"],
+            resources=["*"],
+        )
+    )
+
+
+def _grant_data(key: kms.Key, stack: Stack, autoscaling: ServiceLinkedRole) -> None:
+    """Auto Scaling, for the nodes' EBS volumes, and FSx for Lustre's S3 roles, for the data bucket."""
+    key.add_to_resource_policy(
+        autoscaling.statement("AutoScalingEncryptsNodeVolumes", _USE)  # Auto Scaling user guide's two statements
+    )
+    key.add_to_resource_policy(
+        autoscaling.statement(
+            "AutoScalingGrantsForAttachedVolumes",
+            ["kms:CreateGrant"],
+            {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+        )
+    )
+    # FSx for Lustre reads and writes the SSE-KMS data bucket through a service-linked
+    # role made per file system (AWSServiceRoleForFSxS3Access_fs-...), unknown until
+    # the file system exists: match it by ARN pattern, through S3, from this account.
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="FsxLinkedRolesUseDataBucket",
+            principals=[iam.AnyPrincipal()],
+            actions=["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+            resources=["*"],
+            conditions={
+                "ArnLike": {
+                    "aws:PrincipalArn": f"arn:{stack.partition}:iam::{stack.account}:role/aws-service-role/"
+                    "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
+                },
+                "StringEquals": {
+                    "kms:CallerAccount": stack.account,
+                    "kms:ViaService": f"s3.{stack.region}.amazonaws.com",
+                },
+            },
+        )
+    )
+
+
+def _grant_trail(key: kms.Key, stack: Stack) -> None:
+    """CloudTrail, for this account's trails only."""
+    trail_arns = f"arn:{stack.partition}:cloudtrail:*:{stack.account}:trail/*"
+    cloudtrail = iam.ServicePrincipal("cloudtrail.amazonaws.com")
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="CloudTrailEncryptsThisAccountsTrails",
+            principals=[cloudtrail],
+            actions=["kms:GenerateDataKey*"],
+            resources=["*"],
+            conditions={
+                "StringLike": {"kms:EncryptionContext:aws:cloudtrail:arn": trail_arns},
+                "StringEquals": {"aws:SourceAccount": stack.account},
+            },
+        )
+    )
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="CloudTrailDescribesKey",
+            principals=[cloudtrail],
+            actions=["kms:DescribeKey"],
+            resources=["*"],
+            conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+        )
+    )
+
+
+def _grant_alerts(
+    key: kms.Key, stack: Stack, autoscaling: ServiceLinkedRole, *, alarm_prefix: str, alerts_topic_name: str
+) -> None:
+    """The publishers of the encrypted alerts topic: this environment's alarms, EventBridge, Auto Scaling.
+
+    They need the key (SNS user guide, "Enable compatibility between event sources from AWS services
+    and encrypted topics").
+    """
+    publish = ["kms:Decrypt", "kms:GenerateDataKey*"]
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="AlarmsOfThisEnvironmentPublishToAlerts",
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=publish,
+            resources=["*"],
+            conditions={
+                "ArnLike": {"aws:SourceArn": alarm_arns(stack, alarm_prefix)},
+                "StringEquals": {"aws:SourceAccount": stack.account},
+            },
+        )
+    )
+    # No source condition here: SNS documents aws:SourceAccount/SourceArn as unsupported in a key
+    # policy for EventBridge-to-encrypted-topic delivery (the topic policy holds the rule to this account).
+    # SNS encrypts with the topic's ARN as encryption context: the key serves EventBridge for that topic only.
+    topic_arn = f"arn:{stack.partition}:sns:{stack.region}:{stack.account}:{alerts_topic_name}"
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="EventBridgePublishesToAlerts",
+            principals=[iam.ServicePrincipal("events.amazonaws.com")],
+            actions=publish,
+            resources=["*"],
+            conditions={"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": topic_arn}},
+        )
+    )
+    # Auto Scaling notifications publish as the service-linked role (its managed policy allows
+    # sns:Publish, not KMS): SNS requires the role, not a service principal, in the key policy.
+    key.add_to_resource_policy(autoscaling.statement("AutoScalingPublishesToAlerts", publish))

@@ -7,7 +7,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from config.fleets import Fleet
-from config.fleets.capacity import ReservationPreference
+from config.fleets.capacity import CapacityBlock, ReservationPreference
 from config.schema import Environment
 from ops.findings import Finding, Level
 from ops.preflight.aws import Aws, error_code
@@ -159,49 +159,51 @@ def check_blocks(env: Environment, aws: Aws) -> list[Finding]:
                 )
             )
             continue
-        problems = [p for p in _mismatches(fleet, r) if not p.startswith(("platform", "tenancy"))]
-        if r.get("ReservationType") != "capacity-block":
-            problems.insert(
-                0, f"{block.id} is a {r.get('ReservationType', 'default')} reservation, not a Capacity Block"
-            )
-        if r.get("State") not in _BLOCK_USABLE | _BLOCK_PENDING:
-            problems.insert(0, f"state is {r.get('State')}, not scheduled or active")
-        start, end = r.get("StartDate"), r.get("EndDate")
-        if start != block.start or end != block.end:
-            problems.append(
-                f"its window is {_iso(start)} to {_iso(end)}, the config's {_iso(block.start)} to {_iso(block.end)}"
-            )
-        if int(r.get("TotalInstanceCount", 0)) < fleet.capacity.max:
-            problems.append(
-                f"it holds {r.get('TotalInstanceCount')} instance(s), the fleet's max is {fleet.capacity.max}"
-            )
-        if problems:
-            findings.append(
-                Finding(
-                    "capacity-blocks",
-                    Level.ERROR,
-                    f"fleet {fleet.name}: block {block.id}: {'; '.join(problems)}",
-                    f"copy the block's type, zone, size, start and end into fleets[{fleet.name}] from EC2",
-                )
-            )
-        elif r.get("State") in _BLOCK_PENDING:
-            findings.append(
-                Finding(
-                    "capacity-blocks",
-                    Level.WARNING,
-                    f"fleet {fleet.name}: block {block.id} is {r.get('State')}",
-                    "wait for the purchase to complete (state scheduled), then preflight again",
-                )
-            )
-        else:
-            findings.append(
-                Finding(
-                    "capacity-blocks",
-                    Level.INFO,
-                    f"fleet {fleet.name}: block {block.id} is {r.get('State')}, {_iso(start)} to {_iso(end)}",
-                )
-            )
+        findings.append(_block_finding(fleet, block, r))
     return findings
+
+
+def _block_finding(fleet: Fleet, block: CapacityBlock, r: dict[str, Any]) -> Finding:
+    """What EC2's reservation ``r`` of the fleet's ``block`` says: an ERROR listing what differs from the
+    config, a WARNING while its payment is pending, else an INFO with its state and window."""
+    problems = _block_problems(fleet, block, r)
+    if problems:
+        return Finding(
+            "capacity-blocks",
+            Level.ERROR,
+            f"fleet {fleet.name}: block {block.id}: {'; '.join(problems)}",
+            f"copy the block's type, zone, size, start and end into fleets[{fleet.name}] from EC2",
+        )
+    if r.get("State") in _BLOCK_PENDING:
+        return Finding(
+            "capacity-blocks",
+            Level.WARNING,
+            f"fleet {fleet.name}: block {block.id} is {r.get('State')}",
+            "wait for the purchase to complete (state scheduled), then preflight again",
+        )
+    start, end = r.get("StartDate"), r.get("EndDate")
+    return Finding(
+        "capacity-blocks",
+        Level.INFO,
+        f"fleet {fleet.name}: block {block.id} is {r.get('State')}, {_iso(start)} to {_iso(end)}",
+    )
+
+
+def _block_problems(fleet: Fleet, block: CapacityBlock, r: dict[str, Any]) -> list[str]:
+    """How the reservation ``r`` differs from the fleet and its block: kind, state, type, zone, window, size."""
+    problems = [p for p in _mismatches(fleet, r) if not p.startswith(("platform", "tenancy"))]
+    if r.get("ReservationType") != "capacity-block":
+        problems.insert(0, f"{block.id} is a {r.get('ReservationType', 'default')} reservation, not a Capacity Block")
+    if r.get("State") not in _BLOCK_USABLE | _BLOCK_PENDING:
+        problems.insert(0, f"state is {r.get('State')}, not scheduled or active")
+    start, end = r.get("StartDate"), r.get("EndDate")
+    if start != block.start or end != block.end:
+        problems.append(
+            f"its window is {_iso(start)} to {_iso(end)}, the config's {_iso(block.start)} to {_iso(block.end)}"
+        )
+    if int(r.get("TotalInstanceCount", 0)) < fleet.capacity.max:
+        problems.append(f"it holds {r.get('TotalInstanceCount')} instance(s), the fleet's max is {fleet.capacity.max}")
+    return problems
 
 
 def _iso(value: Any) -> str:

@@ -29,8 +29,9 @@ import argparse
 import os
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 #: Bytes per element of the benchmark's data type (float32).
 ELEMENT_BYTES = 4
@@ -160,34 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - needs 
     import torch  # on the AMI (image pipeline), not in this repository's venv
     import torch.distributed as dist
 
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local_rank)
-    device = torch.device("cuda", local_rank)
-    dist.init_process_group("nccl", device_id=device)  # bound to this GPU: barriers need not guess it
-    rank, nranks = dist.get_rank(), dist.get_world_size()
-    me = (os.getpid(), socket.gethostname(), local_rank, torch.cuda.get_device_name(local_rank))
-    ranks: list[tuple[int, str, int, str]] = [me] * nranks
-    dist.all_gather_object(ranks, me)
-
-    def timed(fn, count: int) -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        dist.barrier()
-        start.record()
-        for _ in range(count):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        slowest = torch.tensor([start.elapsed_time(end) / 1e3 / count], device=device, dtype=torch.float64)
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        return float(slowest.item())
-
-    def wrong(result) -> int:
-        torch.cuda.synchronize()
-        bad = torch.tensor([int((result != nranks * (nranks + 1) / 2).sum().item())], device=device)
-        dist.all_reduce(bad)
-        return int(bad.item())
-
-    if rank == 0:
+    bench = _AllReduce(torch, dist)
+    ranks = bench.ranks()
+    if bench.rank == 0:
         header = header_lines(
             min_bytes=min_bytes,
             max_bytes=max_bytes,
@@ -199,32 +175,81 @@ def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - needs 
         print("\n".join(header), flush=True)
     rows = []
     for size in sizes:
-        source = torch.zeros(size // ELEMENT_BYTES, dtype=torch.float32, device=device)
+        rows.append(bench.row(size, warmup=args.warmup, iters=args.iters))
+        if bench.rank == 0:
+            print(format_row(*rows[-1]), flush=True)
+    if bench.rank == 0:
+        print("\n".join(footer_lines(rows)), flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+class _AllReduce:  # pragma: no cover - needs GPUs and torchrun
+    """This rank's side of the benchmark: its GPU in the NCCL process group, and the all-reduces it times.
+
+    ``torch`` and ``torch.distributed`` are passed in: ``main`` imports them, on the node only.
+    """
+
+    def __init__(self, torch: Any, dist: Any) -> None:
+        self.torch, self.dist = torch, dist
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(self.local_rank)
+        self.device = torch.device("cuda", self.local_rank)
+        dist.init_process_group("nccl", device_id=self.device)  # bound to this GPU: barriers need not guess it
+        self.rank, self.nranks = dist.get_rank(), dist.get_world_size()
+
+    def ranks(self) -> list[tuple[int, str, int, str]]:
+        """(pid, host, local device, device name) of every rank, in rank order."""
+        me = (os.getpid(), socket.gethostname(), self.local_rank, self.torch.cuda.get_device_name(self.local_rank))
+        ranks: list[tuple[int, str, int, str]] = [me] * self.nranks
+        self.dist.all_gather_object(ranks, me)
+        return ranks
+
+    def row(self, size: int, *, warmup: int, iters: int) -> tuple[int, Measure, Measure]:
+        """One size: out-of-place, then in-place, each ``warmup`` untimed, ``iters`` timed, one validation pass."""
+        torch, dist = self.torch, self.dist
+        source = torch.zeros(size // ELEMENT_BYTES, dtype=torch.float32, device=self.device)
         target = torch.zeros_like(source)
 
-        def out_of_place(source=source, target=target) -> None:
+        def out_of_place() -> None:
             target.copy_(source)
             dist.all_reduce(target)
 
-        def in_place(source=source) -> None:
+        def in_place() -> None:
             dist.all_reduce(source)
 
         columns = []
         for fn, result in ((out_of_place, target), (in_place, source)):
             source.zero_()  # sums of zeros stay zero: the timed iterations never overflow
-            for _ in range(args.warmup):
+            for _ in range(warmup):
                 fn()
-            seconds = timed(fn, args.iters)
-            source.fill_(rank + 1)  # the validation pass: every element must become n(n+1)/2
+            seconds = self.timed(fn, iters)
+            source.fill_(self.rank + 1)  # the validation pass: every element must become n(n+1)/2
             fn()
-            columns.append(measure(size, seconds, nranks, wrong(result)))
-        rows.append((size, columns[0], columns[1]))
-        if rank == 0:
-            print(format_row(size, columns[0], columns[1]), flush=True)
-    if rank == 0:
-        print("\n".join(footer_lines(rows)), flush=True)
-    dist.destroy_process_group()
-    return 0
+            columns.append(measure(size, seconds, self.nranks, self.wrong(result)))
+        return size, columns[0], columns[1]
+
+    def timed(self, fn: Callable[[], None], count: int) -> float:
+        """Mean seconds of one ``fn`` over ``count`` calls, on the slowest rank (every rank waits for it)."""
+        torch, dist = self.torch, self.dist
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        dist.barrier()
+        start.record()
+        for _ in range(count):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        slowest = torch.tensor([start.elapsed_time(end) / 1e3 / count], device=self.device, dtype=torch.float64)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        return float(slowest.item())
+
+    def wrong(self, result: Any) -> int:
+        """Elements of ``result`` on every rank that differ from n(n+1)/2, the sum of the ranks' rank+1."""
+        torch, nranks = self.torch, self.nranks
+        torch.cuda.synchronize()
+        bad = torch.tensor([int((result != nranks * (nranks + 1) / 2).sum().item())], device=self.device)
+        self.dist.all_reduce(bad)
+        return int(bad.item())
 
 
 if __name__ == "__main__":
