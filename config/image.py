@@ -4,20 +4,18 @@ Every version the image installs (driver, CUDA, cuDNN, NCCL, EFA, PyTorch, ...) 
 here, in ``versions``, and nowhere else: the component documents under
 ``scripts/image/components/`` take them as parameters without defaults, and the image
 stack passes this mapping to them and tags it on the AMI. The parameter names are those of
-``scripts/image/versions.py``.
+``config/image_components.py``.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import re
-from pathlib import Path
-from types import ModuleType
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
+from config import image_components
 from config.base import ENV_NAME, Strict
 from config.catalog import UnknownInstanceType, get_instance_type
 
@@ -32,21 +30,8 @@ BOOTSTRAP_AMI_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.11-ubuntu-24.04/latest/ami-id"
 )
 
-_VERSIONS_MODULE = Path(__file__).resolve().parents[1] / "scripts" / "image" / "versions.py"
-
-
-def _load_component_table() -> ModuleType:
-    # scripts/ is not a package: load the component table from its file (as its tests do).
-    spec = importlib.util.spec_from_file_location("gpu_platform_image_versions", _VERSIONS_MODULE)
-    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with the repository
-        raise ImportError(f"cannot load {_VERSIONS_MODULE}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-#: ``scripts/image/versions.py``: the components, their parameters and the recipe order.
-COMPONENTS = _load_component_table()
+#: config/image_components.py: the components, their parameters and the recipe order.
+COMPONENTS = image_components
 
 #: The versions the component author validated together; a config without ``image.versions`` gets these.
 DEFAULT_VERSIONS: dict[str, str] = {
@@ -69,7 +54,7 @@ _TAKEN = {p for params in COMPONENTS.VERSION_PARAMETERS.values() for p in params
 if set(VERSION_PARAMETERS) != _TAKEN:  # a component gained or lost a pin: keep the defaults in step
     raise ImportError(
         f"config/image.py DEFAULT_VERSIONS ({sorted(VERSION_PARAMETERS)}) differs from the version parameters "
-        f"of scripts/image/versions.py ({sorted(_TAKEN)})"
+        f"of config/image_components.py ({sorted(_TAKEN)})"
     )
 
 #: Component parameters that are not versions, and where each comes from instead.

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "scripts" / "node"))
 
 import layout  # noqa: E402
 
-from config.image import COMPONENTS as versions  # noqa: E402  (scripts/image/versions.py)
+from config.image import COMPONENTS as versions  # noqa: E402  (config/image_components.py)
 
 #: vermin's command, installed beside this Python by requirements-dev.txt.
 VERMIN = Path(sys.executable).with_name("vermin")

@@ -150,7 +150,7 @@ the launch when one does not stay up after its start; in service, gpu_health cou
 
 IMAGE_VERSIONS_FILE = "/opt/gpu-platform/image-versions.json"
 """What the golden AMI really carries (driver, CUDA, DCGM, EFA, NCCL, torch, kernel), written by its build
-(scripts/image/versions.py, same path); absent on the bootstrap Deep Learning AMI."""
+(config/image_components.py, same path); absent on the bootstrap Deep Learning AMI."""
 
 HEALTH_STATE_DIR = "/run/gpu-platform/health"
 """gpu-health.service's RuntimeDirectory= (0700, preserved between runs, gone at a reboot): what the platform's units

@@ -1,9 +1,8 @@
-"""The component documents as the tests read them: scripts/image/versions.py loaded from its file, each document
+"""The component documents as the tests read them: config/image_components.py, each document
 as Image Builder receives it, and its steps, scripts and parameters."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,16 +27,7 @@ UBUNTU_CODENAMES = {"22.04": "jammy", "24.04": "noble"}
 NODE_OS_RELEASE = (*layout.NODE_OS, UBUNTU_CODENAMES[layout.NODE_OS[1]])
 
 
-def _load_versions_module() -> Any:
-    # scripts/ is not a package; load the module from its file, as the stack may.
-    spec = importlib.util.spec_from_file_location("gpu_platform_image_versions", IMAGE_DIR / "versions.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-versions = _load_versions_module()
+from config import image_components as versions  # noqa: E402 - after the paths above
 
 DOCUMENTS = {path.stem: path for path in sorted(COMPONENTS_DIR.glob("*.yaml"))}
 

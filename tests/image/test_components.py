@@ -169,7 +169,7 @@ def test_parameters_are_strings_without_defaults_and_named_like_the_config_table
         assert spec.get("type") == "string", f"{parameter}: type must be string"
         assert "default" not in spec, f"{parameter}: no defaults; the stack passes every value from the config"
         assert spec.get("description"), f"{parameter}: describe it"
-    assert tuple(declared) == versions.parameters(name), "versions.py and the document's parameters differ"
+    assert tuple(declared) == versions.parameters(name), "image_components.py and the document's parameters differ"
 
 
 @pytest.mark.parametrize("name", ALL)

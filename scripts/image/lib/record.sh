@@ -1,4 +1,4 @@
-# The versions the image carries, in one JSON file (scripts/image/versions.py IMAGE_VERSIONS_FILE; the node side
+# The versions the image carries, in one JSON file (config/image_components.py IMAGE_VERSIONS_FILE; the node side
 # reads it): a build step records what it installed or kept from the parent image (record KEY VALUE), and the
 # validate and test steps check the system against that record (lib/recorded.sh), not against the config's pins.
 # Paths are under GPU_PLATFORM_ROOT, which only the tests set.

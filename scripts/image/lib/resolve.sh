@@ -2,7 +2,7 @@
 # (the Debian revision differs between repositories, so it is looked up with apt-cache madison).
 # The caller defines fail(). Not run on its own: each component script that needs it says
 # "# include: lib/resolve.sh", and the document Image Builder receives carries this function
-# there (scripts/image/versions.py, document()); its opening comment block is left out.
+# there (config/image_components.py, document()); its opening comment block is left out.
 resolve() {
   local pkg="$1" upstream="$2" found
   found="$(apt-cache madison "${pkg}" | awk -F'|' -v want="${upstream}-" \

@@ -1,4 +1,5 @@
-"""The parameters each Image Builder component document under ``components/`` takes.
+"""The parameters each Image Builder component document under ``scripts/image/components/`` takes: data the
+config (config/image.py) and the image stack read, in this one place.
 
 The component documents never carry a version number of their own: every pin (driver,
 CUDA, cuDNN, NCCL, EFA installer, ...) is a component *parameter* without a default, so
@@ -29,8 +30,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-IMAGE_DIR = Path(__file__).resolve().parent
-SCRIPTS_DIR = IMAGE_DIR.parent
+SCRIPTS_DIR = Path(__file__).resolve().parents[1] / "scripts"
+IMAGE_DIR = SCRIPTS_DIR / "image"
 COMPONENTS_DIR = IMAGE_DIR / "components"
 """One ``<component>.yaml`` per concern; the file stem is the component key below."""
 
