@@ -96,7 +96,7 @@ class Fleet(Strict):
             *self._efa_problems(),
             *self._capacity_problems(),
             *self._elasticity_problems(),
-            *zero_capacity_problems(self),
+            *zero_capacity_problems(self.capacity, self.scaling, self.capacity_block),
             *health_problems(self.health, self.role.value, self.service_start_seconds),
             *self._service_problems(),
             *self._rollback_problems(),

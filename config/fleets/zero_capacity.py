@@ -13,24 +13,23 @@ is where the config puts it, and nothing moves it to 0 on its own.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from config.fleets.fleet import Fleet
+from config.fleets.capacity import Capacity, CapacityBlock
+from config.fleets.scaling import Scaling
 
 _FIX = "add a scaling.schedules entry with min >= 1 (e.g. '0 8 * * 1-5', a weekday morning)"
 
 
-def zero_capacity_problems(fleet: Fleet) -> list[str]:
-    """One ``@field: ...; fix: ...`` line per way to 0 that nothing comes back from."""
-    scaling = fleet.scaling
-    if fleet.capacity_block is not None or scaling is None:
+def zero_capacity_problems(
+    capacity: Capacity, scaling: Scaling | None, capacity_block: CapacityBlock | None
+) -> list[str]:
+    """One ``@field: ...; fix: ...`` line per way to 0 of a fleet sized so that nothing comes back from."""
+    if capacity_block is not None or scaling is None:
         return []
     if any(action.min is not None and action.min >= 1 for action in scaling.schedules):
         return []
     dynamic = "target_tracking" if scaling.target_tracking else "step" if scaling.step else None
     problems = []
-    if dynamic and fleet.capacity.min == 0:
+    if dynamic and capacity.min == 0:
         problems.append(
             f"@capacity.min: 0 with {dynamic} scaling on GPU utilization: scaled in to 0 nodes, the fleet "
             f"publishes no utilization and never scales out again; fix: set capacity.min to 1 or more, or {_FIX}"
