@@ -55,6 +55,24 @@ node_modules/.installed: package.json package-lock.json
 	node --version | grep -q '^v22\.'
 	touch $@
 
+# The real Slurm the tests start on loopback (tests/slurm): Debian 12's packages (Slurm 22.05; PCS runs 24.11+)
+# and Debian's CPU PyTorch for the sbatch template's training run (gloo). Nothing is started or configured here.
+SLURM_PACKAGES := slurm-wlm slurmdbd munge mariadb-server python3-torch
+SLURM_PROGRAMS := slurmctld slurmd slurmdbd sbatch sacct sreport sacctmgr munged mariadbd mariadb-install-db
+SUDO = $(if $(filter 0,$(shell id -u)),,$(if $(shell command -v sudo),sudo -n,))
+## setup-slurm: Debian's slurm-wlm, slurmdbd, munge, mariadb-server, python3-torch (apt-get, as root or with sudo) when missing; make test runs it
+.PHONY: setup-slurm
+setup-slurm:
+	@export PATH="$$PATH:/usr/sbin:/sbin"; missing=; for p in $(SLURM_PROGRAMS); do command -v $$p >/dev/null || missing+=" $$p"; done; \
+	/usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torch") is None)' 2>/dev/null || missing+=" torch"; \
+	[[ -z "$$missing" ]] && exit 0; \
+	command -v apt-get >/dev/null || { echo "setup-slurm: missing$$missing and no apt-get here: install $(SLURM_PACKAGES) (Debian 12 names) yourself" >&2; exit 2; }; \
+	[[ "$$(id -u)" == 0 || -n "$(SUDO)" ]] || { echo "setup-slurm: missing$$missing: run as root or with sudo (apt-get install $(SLURM_PACKAGES))" >&2; exit 2; }; \
+	echo "setup-slurm: installing $(SLURM_PACKAGES) (missing:$$missing)"; \
+	{ $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SLURM_PACKAGES) >/dev/null; } \
+		|| { echo "setup-slurm: apt-get install $(SLURM_PACKAGES) failed (output above)" >&2; exit 2; }
+test: setup-slurm
+
 ## synth: every environment (or ENV=dev) into cdk.out/, rule packs enforced, then cfn-lint (a failed synth keeps the previous cdk.out/)
 synth: setup
 	rm -rf cdk.out.new

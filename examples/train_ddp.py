@@ -20,6 +20,9 @@ the runner).
 - **Resume**: a restart (torchrun's ``--max-restarts``, or ``gpu-platform job run --resume JOB``) loads the
   newest complete checkpoint (dot-files are writes in progress, never read) and goes on from its step.
 
+On a machine without a GPU it runs on the CPU over gloo (one process per node is enough there), as in
+``train_ddp.sbatch``'s runs of the Slurm tests.
+
 Replace the model and the data with your own; keep the checkpoint calls (checkpointing.py, no torch).
 """
 
@@ -87,9 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     from torch.utils.data import DataLoader
     from torch.utils.data.distributed import DistributedSampler
 
-    torch.cuda.set_device(local_rank)
-    device = torch.device("cuda", local_rank)
-    dist.init_process_group("nccl", device_id=device)  # bound to this GPU: barriers need not guess it
+    gpu = torch.cuda.is_available()
+    if gpu:
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+        dist.init_process_group("nccl", device_id=device)  # bound to this GPU: barriers need not guess it
+    else:  # no GPU (a CPU node, a laptop, the Slurm tests): the same job on the CPU over gloo
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
 
     dataset = load_dataset(torch, args)
     features = dataset.tensors[0].shape[1]
@@ -106,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         step, state = resumed
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-    ddp = DistributedDataParallel(model, device_ids=[local_rank])
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if gpu else None)
     sampler = DistributedSampler(dataset, shuffle=True, seed=0)
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)
     if rank == 0:

@@ -56,6 +56,7 @@ from health.probe import NVIDIA_SMI_COMMAND, read_efa, read_fabric, read_kernel_
 from health.units import UNITS_DOWN_METRIC, add_unit_arguments, check_units
 from health.xids import parse_extra_xids
 from imds_client import DEFAULT_IMDS_URL
+from slurm_node import act_on_verdict, add_slurm_arguments
 
 LOG = logging.getLogger("gpu-health")
 
@@ -144,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--fi-info-output", type=Path, help="recorded fi_info -p efa")
     replay.add_argument("--fi-info-rc", type=int, default=0)
     add_unit_arguments(parser)
+    add_slurm_arguments(parser)
     return parser
 
 
@@ -250,6 +252,7 @@ def apply_actions(
 def check_once(args: argparse.Namespace, session: Any = None) -> HealthReport:
     report = collect_and_evaluate(args)
     log_report(report)
+    act_on_verdict(args, report, LOG)  # under Slurm: drain with the reason first, so that no new job lands here
     if report.persistence_off and not args.no_fix_persistence:
         if args.nvidia_smi_output is not None:
             LOG.info("replayed nvidia-smi output: persistence mode left as it is")

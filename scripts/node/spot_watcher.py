@@ -14,6 +14,10 @@ NOTICE_TIME and NOTICE_JSON in its environment). After the interruption notice h
 the watcher exits 0, since nothing can follow it; ``--keep-watching`` keeps it polling instead.
 A rebalance recommendation never ends the watch: an interruption notice may still come.
 
+Under Slurm (scripts/node/slurm_node.py), the interruption notice also drains this node with the notice as
+the reason, before the hook (no new job lands here in the two minutes), and requeues the jobs running on it
+after the hook (``scontrol requeue``): they start again on other nodes from their newest checkpoint.
+
 The hook runs synchronously: polling pauses while it runs, and the interruption notice is checked
 before the rebalance one in each poll, so a simultaneous pair checkpoints for the interruption.
 
@@ -37,6 +41,7 @@ from typing import Any
 
 from imds_client import DEFAULT_IMDS_URL, DEFAULT_TOKEN_TTL_S, ImdsClient, ImdsError
 from service_runtime import configure_logging, install_stop_handlers
+from slurm_node import SlurmError, configured, leave, node_name
 
 LOG = logging.getLogger("spot-watcher")
 
@@ -115,6 +120,40 @@ class CommandHook:
         return completed.returncode
 
 
+class SlurmDeparture:
+    """The hook, and under Slurm on an interruption notice: drain, the hook, requeue (slurm_node.leave)."""
+
+    def __init__(self, hook: Hook, node: str = "auto") -> None:
+        self.hook = hook
+        self.node = node  # the node's Slurm name, auto (found when the notice comes) or off
+
+    def _slurm_node(self) -> str | None:
+        if self.node == "off" or (self.node == "auto" and not configured()):
+            return None
+        try:
+            return node_name(None if self.node == "auto" else self.node)
+        except SlurmError as err:
+            LOG.warning("not under Slurm: %s", err)
+            return None
+
+    def __call__(self, notice: Notice) -> int:
+        node = self._slurm_node() if notice.kind == INTERRUPTION else None
+        if node is None:
+            return self.hook(notice)
+        codes: list[int] = []
+
+        def checkpoint() -> int:
+            codes.append(self.hook(notice))
+            return codes[-1]
+
+        try:
+            jobs = leave(node, notice.describe(), checkpoint)
+            LOG.warning("Slurm node %s drained; requeued: %s", node, ", ".join(jobs) or "no running job")
+        except SlurmError as err:
+            LOG.error("Slurm: %s", err)
+        return codes[-1] if codes else self.hook(notice)
+
+
 class SpotWatcher:
     def __init__(self, imds: ImdsClient, hook: Hook, *, keep_watching: bool = False) -> None:
         self.imds = imds
@@ -186,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-watching", action="store_true", help="keep polling after the interruption notice was handled"
     )
     parser.add_argument("--max-polls", type=int, help="stop after this many polls (diagnostics, tests)")
+    parser.add_argument("--slurm-node", default="auto", help="the node's Slurm name; auto: found on a notice; off")
     return parser
 
 
@@ -194,7 +234,7 @@ def main(argv: list[str] | None = None, stop: threading.Event | None = None) -> 
     args = build_parser().parse_args(argv)
     try:
         imds = ImdsClient(args.imds_url, token_ttl_s=args.token_ttl, timeout_s=args.imds_timeout)
-        hook = CommandHook(shlex.split(args.hook), timeout_s=args.hook_timeout)
+        hook = SlurmDeparture(CommandHook(shlex.split(args.hook), timeout_s=args.hook_timeout), args.slurm_node)
     except ValueError as err:
         LOG.error("%s", err)
         return 2
