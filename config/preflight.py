@@ -27,6 +27,7 @@ CHECK_NAMES = (
     "ami-parameters",
     "fsx-quota",
     "nat-eip-quotas",
+    "pcs",
 )
 
 

@@ -14,6 +14,7 @@ from ops.cost import live, report
 from ops.cost.prices import PRICES_PATH, check_region, load_prices
 from ops.cost.render import render
 from ops.cost.schedule import ScheduleError, monthly_usage
+from ops.cost.slurm import cpu_types
 
 
 def cost_command(
@@ -30,7 +31,8 @@ def cost_command(
     shown = display_path(config_dir / f"{env}.yaml")
     prices = load_prices(environment.region, prices_path)
     types = sorted({f.instance_types[0] for f in environment.fleets})
-    check_region(prices, types, any(f.uses_spot for f in environment.fleets))  # before --live calls anything
+    spot = any(f.uses_spot for f in environment.fleets)
+    check_region(prices, types, spot, cpu_types(environment))  # before --live calls anything
     try:
         usage = {f.name: monthly_usage(f) for f in environment.fleets}
     except ScheduleError as err:

@@ -9,6 +9,7 @@ line that names the sections to add (``check_region``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,9 +76,28 @@ class PriceTable:
             )
         return Price(price, od["source"], str(od["as_of"]))
 
-    def missing_for(self, instance_types: list[str], spot: bool) -> list[str]:
-        """The sections this region lacks to price ``instance_types`` (and Spot, when ``spot``)."""
+    def cpu_on_demand(self, instance_type: str) -> Price:
+        """A CPU instance type's On-Demand price (the Slurm login nodes): ``on_demand_cpu.<region>`` of the table."""
+        cpu = self.data.get("on_demand_cpu") or {}
+        usd = (cpu.get(self.region) or {}).get(instance_type)
+        if usd is None:
+            raise self._problem(
+                f"on_demand_cpu.{self.region}.{instance_type}",
+                "missing; fix: add its On-Demand price (https://aws.amazon.com/ec2/pricing/on-demand/)",
+            )
+        return Price(float(usd), str(cpu["source"]), str(cpu["as_of"]))
+
+    def missing_for(self, instance_types: list[str], spot: bool, cpu_types: Sequence[str] = ()) -> list[str]:
+        """The sections this region lacks to price ``instance_types`` (and Spot, when ``spot``; the CPU types
+        ``cpu_types`` and AWS PCS's figures, when given: an environment with a Slurm cluster)."""
         missing = []
+        if cpu_types:
+            known = ((self.data.get("on_demand_cpu") or {}).get(self.region)) or {}
+            absent = [t for t in cpu_types if t not in known]
+            if absent:
+                missing.append(f"on_demand_cpu.{self.region} ({', '.join(absent)})")
+            if self.region not in (self.data.get("pcs") or {}):
+                missing.append(f"pcs.{self.region}")
         od = self.data["on_demand"]
         if self.region != od["region"]:
             prices = ((od.get("regions") or {}).get(self.region) or {}).get("prices") or {}
@@ -155,11 +175,17 @@ class PriceTable:
         return Price(float(item["usd"]), str(item["source"]), str(item["as_of"]))
 
 
-def check_region(prices: PriceTable, instance_types: list[str], spot: bool) -> None:
+def check_region(prices: PriceTable, instance_types: list[str], spot: bool, cpu_types: Sequence[str] = ()) -> None:
     """One line naming every section the table lacks for this region, with where to find the figures."""
-    missing = prices.missing_for(instance_types, spot)
+    missing = prices.missing_for(instance_types, spot, cpu_types)
+    home = prices.data["on_demand"]["region"]
+    if missing and prices.region == home:  # the home region lacks only what its Slurm cluster adds
+        raise prices._problem(
+            "; ".join(missing),
+            "missing; fix: add them as the table's others are written (https://aws.amazon.com/ec2/pricing/on-demand/, "
+            "https://aws.amazon.com/pcs/pricing/)",
+        )
     if missing:
-        home = prices.data["on_demand"]["region"]
         raise prices._problem(
             prices.region,
             f"no prices for this region (the table is complete for {home}); fix: add {'; '.join(missing)} as "

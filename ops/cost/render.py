@@ -28,14 +28,21 @@ def _uses_estimate(fleet: dict[str, Any], at: dict[str, Any]) -> bool:
     )
 
 
+#: A Slurm fleet's rows: no desired size (PCS starts nodes for waiting jobs), min idle and max busy.
+SLURM_SIZES = {"min": "min (idle)", "max": "max (busy)"}
+
+
 def _fleet_rows(table: Table, fleet: dict[str, Any]) -> None:
     table.add_section()
     for size, at in fleet["at"].items():
+        slurm = fleet["scheduler"] == "slurm"
+        if slurm and size not in SLURM_SIZES:
+            continue
         n, h, guess = at["instances"], at["hourly_usd"], _uses_estimate(fleet, at)
         block = fleet["capacity_block"] is not None
         table.add_row(
             fleet["name"] if size == "min" else "",
-            size,
+            SLURM_SIZES[size] if slurm else size,
             f"{n['on_demand']}/{n['spot']}/{n['reserved']}/{n['capacity_block']}",
             str(at["gpus"]),
             usd(h["all_on_demand"]),
@@ -63,6 +70,14 @@ def _fleet_lines(fleet: dict[str, Any], console: Console) -> None:
             f"while it runs); all On-Demand for its running hours {usd(block['all_on_demand_usd'])}",
             soft_wrap=True,
         )
+    if fleet["scheduler"] == "slurm" and not block:
+        at, guess = fleet["at"], fleet["estimates"]["spot"]
+        month = " to ".join(
+            f"{usd(at[level]['monthly_usd']['planned'], guess and level == 'max')} "
+            f"{'idle at min' if level == 'min' else 'busy at max'} ({at[level]['node_hours_per_month']:,.0f} node-h)"
+            for level in SLURM_SIZES
+        )
+        console.print(f"{name}: Slurm queue on AWS PCS: {month} a month", soft_wrap=True)
     if fleet["seed_promise"]:
         console.print(f"[yellow]{name}: {escape(fleet['seed_promise'])}[/]", soft_wrap=True)
     for note in fleet["notes"]:
@@ -80,6 +95,23 @@ def _shared(report: dict[str, Any], console: Console) -> None:
     console.print(shared)
     for item in report["shared"]:
         console.print(f"source of {item['item']}: {item['source']}", soft_wrap=True)
+
+
+def _slurm_cluster(report: dict[str, Any], console: Console) -> None:
+    cluster = report.get("slurm")
+    if not cluster:
+        return
+    hours = cluster["managed_node_hours_per_month"]
+    missing = f"; not priced yet: {', '.join(cluster['not_priced'])}" if cluster["not_priced"] else ""
+    once = cluster["capacity_blocks_node_management_once_usd"]
+    missing = (f"; plus {usd(once)} node fee once, in the Capacity Blocks" if once else "") + missing
+    console.print(
+        f"Slurm cluster (AWS PCS, {cluster['cluster_size']}, list prices of {cluster['prices']['as_of'] or 'no date yet'}): "
+        f"{usd(cluster['monthly_usd']['min'])} to {usd(cluster['monthly_usd']['max'])} a month for the controller, "
+        f"accounting, login nodes and node fee as priced ({hours['min']:,.0f} to {hours['max']:,.0f} managed node-h)"
+        f"{missing}",
+        soft_wrap=True,
+    )
 
 
 def _commitments(report: dict[str, Any], console: Console) -> None:
@@ -110,6 +142,8 @@ def render(report: dict[str, Any], console: Console) -> None:
         _fleet_rows(table, fleet)
     console.print(table)
     console.print("OD On-Demand, ODCR On-Demand Capacity Reservation, CB Capacity Block", soft_wrap=True)
+    if report.get("slurm"):
+        console.print(f"Slurm fleets: {escape(report['slurm']['note'])}", soft_wrap=True)
     for fleet in report["fleets"]:
         _fleet_lines(fleet, console)
     _shared(report, console)
@@ -123,6 +157,7 @@ def render(report: dict[str, Any], console: Console) -> None:
     once = report["total"]["capacity_blocks_once_usd"]
     if once:
         console.print(f"[bold]plus Capacity Blocks[/]: {usd(once, 'capacity_block' in report['estimates'])} once")
+    _slurm_cluster(report, console)
     _commitments(report, console)
     for kind, text in report["estimates"].items():
         console.print(f"[yellow]~ estimate ({kind}): {escape(text)}[/]", soft_wrap=True)

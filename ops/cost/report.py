@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from config.fleets import Fleet
+from config.fleets import Fleet, Scheduler
 from config.schema import Environment
 from ops.cost import mix
 from ops.cost.blocks import block_cost
@@ -21,6 +21,7 @@ from ops.cost.left_out import left_out
 from ops.cost.prices import HOURS_PER_MONTH, PriceTable, check_region
 from ops.cost.schedule import LEVELS, REFERENCE_YEAR, Usage, monthly_usage
 from ops.cost.shared import Item, shared_items
+from ops.cost.slurm import cpu_types, slurm_costs, slurm_fleet
 
 #: What each estimate flag means, for the notes of the output.
 ESTIMATES = {
@@ -83,6 +84,8 @@ def fleet_report(fleet: Fleet, prices: PriceTable, usage: Usage) -> tuple[dict[s
     report = {
         "name": fleet.name,
         "role": fleet.role.value,
+        # slurm: its month is a range, min..max (ops/cost/slurm.py), not its desired size all month.
+        "scheduler": fleet.scheduler.value,
         "instance_type": rates.instance_type,
         "gpus": desired.gpus,
         "hourly_usd": {"all_on_demand": round(desired.all_on_demand, 4), "planned": round(desired.planned, 4)},
@@ -133,13 +136,22 @@ def estimate(
     notes: list[str] | None = None,
     usage: dict[str, Usage] | None = None,
 ) -> dict[str, Any]:
-    """``{"environment", "region", "prices", "fleets", "shared", "commitments", "total", "estimates",
+    """``{"environment", "region", "prices", "fleets", "shared", "commitments", "total", "estimates", "slurm",
     "left_out", "notes"}``; money in USD. ``usage``: each fleet's ``monthly_usage``, followed here if None."""
-    check_region(prices, sorted({f.instance_types[0] for f in env.fleets}), any(f.uses_spot for f in env.fleets))
+    types = sorted({f.instance_types[0] for f in env.fleets})
+    check_region(prices, types, any(f.uses_spot for f in env.fleets), cpu_types(env))
     usage = usage or {f.name: monthly_usage(f) for f in env.fleets}
     reports = [fleet_report(f, prices, usage[f.name]) for f in env.fleets]
     fleets = [report for report, _ in reports]
     items, shared_notes = shared_items(env, prices, assembly, usage)
+    cluster = slurm_costs(env, prices, usage)
+    items += cluster.items
+    if cluster.section is not None:
+        cluster.section["fleets"] = [
+            slurm_fleet(f, report, usage[f.name])
+            for f, report in zip(env.fleets, fleets, strict=True)
+            if f.scheduler is Scheduler.SLURM
+        ]
     shared = [item.as_dict() for item in items]
     commitments = [c for c in (commitment(f, usage[f.name], prices) for f in env.fleets) if c]
     flagged = {kind for f in fleets for kind, on in f["estimates"].items() if on}
@@ -155,6 +167,7 @@ def estimate(
         "total": _totals(fleets, [money for _, money in reports], items),
         "hours_per_month": HOURS_PER_MONTH,
         "estimates": {kind: ESTIMATES[kind] for kind in sorted(flagged)},
-        "left_out": [item.as_dict() for item in left_out(env)],
+        "slurm": cluster.section,
+        "left_out": [item.as_dict() for item in [*left_out(env), *cluster.left_out]],
         "notes": [*(notes or []), *shared_notes],
     }

@@ -19,7 +19,7 @@ from config.loader import CONFIG_DIR, load_environment
 from config.preflight import CHECK_NAMES
 from config.schema import Environment
 from ops.findings import Finding, Level, exit_code
-from ops.preflight import capacity, identity, quotas, reservations, resources
+from ops.preflight import capacity, identity, pcs, quotas, reservations, resources
 from ops.preflight.aws import NO_CREDENTIALS, Aws, describe_failure, error_code
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ _REJECTED = {"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "U
 #: What a check needs to read; printed with a check that was denied.
 READ_ACCESS = (
     "sts:GetCallerIdentity, ec2:Describe*, cloudformation:DescribeStacks/GetTemplate, ssm:GetParameter, "
-    "servicequotas:Get*/List*, fsx:DescribeFileSystems"
+    "servicequotas:Get*/List*, fsx:DescribeFileSystems, pcs:ListClusters/ListTagsForResource"
 )
 
 
@@ -54,6 +54,7 @@ def checks(env: Environment, assembly: Path | None) -> dict[str, Check]:
         "ami-parameters": resources.check_ami_parameters,
         "fsx-quota": resources.check_fsx_quota,
         "nat-eip-quotas": resources.check_nat_eip_quotas,
+        "pcs": pcs.check_pcs,
     }
     return {name: table[name] for name in CHECK_NAMES}
 

@@ -11,6 +11,7 @@ import yaml
 import config
 from config.loader import CONFIG_DIR
 from config.pipeline_schema import PIPELINE_FILE, load_pipeline
+from tests.pipeline.conftest import PipelineSynth
 
 SHOWN = str(PIPELINE_FILE)  # the tests run in the config folder they write
 ARN = "arn:aws:codeconnections:us-east-1:444444444444:connection/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
@@ -238,3 +239,37 @@ def test_shipped_pipeline_config_loads_and_promotes_existing_environments() -> N
 
 def test_the_pipeline_file_is_not_an_environment() -> None:
     assert config.available_environments() == ["dev", "prod", "staging"]
+
+
+# --- one environment at a time ---------------------------------------------------------------------------------
+# AWS PCS creates one cluster at a time per account and region (AWS PCS API Reference, CreateCluster: "There can
+# only be 1 cluster in a Creating state per AWS Region per AWS account"). Two Slurm environments of one account and
+# region must not deploy together: the pipeline never deploys two environments together, so the config needs no
+# rule for it. These tests hold that true.
+
+
+def test_the_pipeline_config_has_no_way_to_deploy_environments_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``promotion`` is one list, deployed in its order; there is no wave or parallel field to ask for more."""
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path, {**valid_pipeline(), "waves": [["dev", "staging"], ["prod"]]})
+    assert pipeline_error(tmp_path) == [f"{SHOWN}: waves: unknown key; fix: remove it or use one of {KEYS}"]
+
+
+def test_environments_deploy_one_after_another_never_together(pipeline_synth: PipelineSynth) -> None:
+    """Each environment's stacks deploy in a CodePipeline stage of their own, one per environment of
+    ``promotion``, in its order; CodePipeline starts a stage only after the one before it succeeded, so no
+    two environments (and no two PCS clusters) are ever being created at once."""
+    owners = []
+    for stage in pipeline_synth.stages:
+        stacks = [a["Configuration"]["StackName"] for a in stage["Actions"] if a["ActionTypeId"]["Provider"] == "CloudFormation"]  # fmt: skip
+        environments = {name.rsplit("-", 1)[0] for name in stacks}
+        assert len(environments) <= 1, f"{stage['Name']} deploys {sorted(environments)} together"
+        owners += [(stage["Name"], *environments)] if environments else []
+    assert owners == [(name, name) for name in pipeline_synth.config.promotion]
+    # and within an environment's stage the post-deploy check is the last action: the next stage waits for it
+    for name in pipeline_synth.config.promotion:
+        actions = pipeline_synth.stage(name)["Actions"]
+        check = next(a for a in actions if a["Name"] == "PostDeployCheck")
+        assert check["RunOrder"] == max(a["RunOrder"] for a in actions)

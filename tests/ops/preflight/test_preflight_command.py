@@ -86,11 +86,12 @@ def test_ready_account_passes_every_check(aws: Aws, tmp_path: Path, capsys: pyte
     findings = _json(capsys)
     assert code == 0
     assert {f["level"] for f in findings} == {"INFO"}
-    # every check ran and said what it saw (dev has no reservations or blocks: those report nothing)
+    # every check ran and said what it saw (dev has no reservations, blocks or Slurm: those report nothing)
     assert {f["check"] for f in findings} == set(CHECK_NAMES) - {
         "efa-support",
         "capacity-reservations",
         "capacity-blocks",
+        "pcs",
     }
 
 
