@@ -86,7 +86,6 @@ def slurm_costs(env: Environment, prices: PriceTable, usage: dict[str, Usage]) -
     slurm = env.slurm
     if slurm is None:
         return SlurmCosts()
-    size, region = slurm.cluster_size.value, prices.region
     login = slurm.login
     login_price = prices.cpu_on_demand(login.instance_type)
     fleets = env.slurm_fleets
@@ -105,6 +104,24 @@ def slurm_costs(env: Environment, prices: PriceTable, usage: dict[str, Usage]) -
         )
     )
     hourly: dict[str, float | None] = {"login_nodes": login.count * login_price.usd}
+    hourly.update(_cluster_parts(slurm, prices, costs))
+    hourly["node_management_per_instance"] = _node_fee(prices, managed, costs)
+    if slurm.accounting:
+        costs.left_out.append(
+            LeftOut(
+                "PCS Slurm accounting storage",
+                "per GB-month of the job records PCS keeps: depends on the jobs and how long records are kept",
+                PCS_PRICING,
+            )
+        )
+    costs.section = _section(slurm, prices, hourly, managed, costs, fleets)
+    return costs
+
+
+def _cluster_parts(slurm: Any, prices: PriceTable, costs: SlurmCosts) -> dict[str, float | None]:
+    """The controller and (with accounting) its accounting, per hour by cluster size: items, or not priced."""
+    size, region = slurm.cluster_size.value, prices.region
+    hourly: dict[str, float | None] = {}
     parts = [("controller", "controller_hour", "PCS cluster controller", "the cluster's Slurm controller")]
     if slurm.accounting:
         parts.append(("accounting", "accounting_hour", "PCS Slurm accounting", "its managed Slurm accounting"))
@@ -117,35 +134,25 @@ def slurm_costs(env: Environment, prices: PriceTable, usage: dict[str, Usage]) -
         else:
             fixed = dict.fromkeys(SIZES, price.usd)
             costs.items.append(Item(f"{name} ({size})", f"{what}, every hour (list price)", fixed, price.source))
+    return hourly
+
+
+def _node_fee(prices: PriceTable, managed: dict[str, float], costs: SlurmCosts) -> float | None:
+    """PCS's fee per managed instance-hour, where the price table has one: an item, or not priced."""
     fee = pcs_price(prices, "node_management_instance_hour")
-    hourly["node_management_per_instance"] = None if fee is None else fee.usd
     if fee is None:
         what = "a fee per instance-hour of the nodes PCS manages, where AWS PCS's pricing page lists one"
-        where = f"pcs.{region}.node_management_instance_hour (0 if the page lists none)"
+        where = f"pcs.{prices.region}.node_management_instance_hour (0 if the page lists none)"
         costs.not_yet("PCS node management", what, where)
-    elif fee.usd > 0:
+        return None
+    if fee.usd > 0:
         detail = (
             f"per instance-hour of the nodes PCS manages: {managed['min']:,.0f} (min) to {managed['max']:,.0f} (max) "
             "node-h a month, login included (list price)"
         )
-        costs.items.append(
-            Item(
-                "PCS node management",
-                detail,
-                {k: fee.usd * h / HOURS_PER_MONTH for k, h in managed.items()},
-                fee.source,
-            )
-        )
-    if slurm.accounting:
-        costs.left_out.append(
-            LeftOut(
-                "PCS Slurm accounting storage",
-                "per GB-month of the job records PCS keeps: depends on the jobs and how long records are kept",
-                PCS_PRICING,
-            )
-        )
-    costs.section = _section(slurm, prices, hourly, managed, costs, fleets)
-    return costs
+        monthly = {k: fee.usd * h / HOURS_PER_MONTH for k, h in managed.items()}
+        costs.items.append(Item("PCS node management", detail, monthly, fee.source))
+    return fee.usd
 
 
 def _section(
