@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aws_cdk import CfnOutput, Duration
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config import Environment
@@ -51,7 +53,7 @@ class SecurityStack(PlatformStack):
             scope, construct_id, env=env, stateful=True, description=f"GPU platform {env.name}: keys and audit"
         )
         names = ResourceNames.of(env)
-        audit = env.audit
+        self._env, self._names = env, names
         keys = PlatformKeys(
             self,
             "Keys",
@@ -61,57 +63,13 @@ class SecurityStack(PlatformStack):
             removal_policy=self.removal_policy,
         )
         self.logs_key, self.data_key, self.trail_key, self.alerts_key = keys.logs, keys.data, keys.trail, keys.alerts
-        role_arn = f"arn:{self.partition}:iam::{env.account}:role/"
-        self.boundary = PlatformPermissionsBoundary(
-            self,
-            "Boundary",
-            policy_name=names.permissions_boundary,
-            security_group_rule_roles=[role_arn + names.default_sg_provider_role_pattern],
-            pass_roles=[
-                # EventBridge starts the AMI rollout runbook as the runbook's role (fleet stack).
-                PassRoleGrant("PassAmiRolloutRoleToSsm", [role_arn + names.ami_rollout_role], "ssm.amazonaws.com"),
-                # The runbook's instance refreshes launch GPU nodes with the node role (below).
-                PassRoleGrant(
-                    "PassNodeRoleToEc2",
-                    [role_arn + names.node_role_name_pattern(self.stack_name)],
-                    "ec2.amazonaws.com",
-                    wildcard_reason="The node role has no explicit name; CloudFormation names it <stack>-<logical id "
-                    "GpuNodeRole...>-<suffix>, which only this stack's node role matches. The boundary cannot name "
-                    "it by ARN: the role carries this boundary (a reference cycle).",
-                ),
-            ],
-            pcs_nodes=env.slurm is not None,
-        ).policy
-
+        self.boundary = self._permissions_boundary()
+        audit = env.audit
         lifecycle = log_lifecycle(transition_days=audit.log_transition_days, expiration_days=audit.log_expiration_days)
         self.access_log_bucket = AccessLogBucket(
             self, "AccessLogs", lifecycle_rules=lifecycle, removal_policy=self.removal_policy
         ).bucket
-
-        lock = audit.trail_object_lock
-        retention = None
-        if lock:
-            days = Duration.days(lock.retention_days)
-            retention = (
-                s3.ObjectLockRetention.compliance(days)
-                if lock.mode is ObjectLockMode.COMPLIANCE
-                else s3.ObjectLockRetention.governance(days)
-            )
-        self.audit = AuditTrail(
-            self,
-            "Audit",
-            trail_name=names.trail_name,
-            trail_key=self.trail_key,
-            logs_key=self.logs_key,
-            access_log_bucket=self.access_log_bucket,
-            lifecycle_rules=lifecycle,
-            object_lock_retention=retention,
-            log_retention=self.log_retention,
-            removal_policy=self.removal_policy,
-        )
-        # The storage stack creates the data bucket under this name.
-        self.audit.log_data_events_of(f"arn:{self.partition}:s3:::{names.data_bucket}")
-
+        self.audit = self._audit_trail(lifecycle)
         self.sessions = SessionManagerLogging(
             self,
             "Sessions",
@@ -131,6 +89,66 @@ class SecurityStack(PlatformStack):
             retention=log_retention(env.jobs.log_retention_days or env.logging.retention_days),
             removal_policy=self.removal_policy,
         )
+        self.node_role = self._node_role("GpuNode")
+        self.slurm_profiles = self._slurm_profiles() if env.slurm is not None else None
+        self.alerts_topic = self._alerts_topic()
+        self.node_log_groups = {name: self._node_log_group(name) for name in node_logs}
+
+    def _permissions_boundary(self) -> iam.ManagedPolicy:
+        """The boundary of every role of the environment, with the roles it may pass and to which service."""
+        names = self._names
+        role_arn = f"arn:{self.partition}:iam::{self._env.account}:role/"
+        return PlatformPermissionsBoundary(
+            self,
+            "Boundary",
+            policy_name=names.permissions_boundary,
+            security_group_rule_roles=[role_arn + names.default_sg_provider_role_pattern],
+            pass_roles=[
+                # EventBridge starts the AMI rollout runbook as the runbook's role (fleet stack).
+                PassRoleGrant("PassAmiRolloutRoleToSsm", [role_arn + names.ami_rollout_role], "ssm.amazonaws.com"),
+                # The runbook's instance refreshes launch GPU nodes with the node role (below).
+                PassRoleGrant(
+                    "PassNodeRoleToEc2",
+                    [role_arn + names.node_role_name_pattern(self.stack_name)],
+                    "ec2.amazonaws.com",
+                    wildcard_reason="The node role has no explicit name; CloudFormation names it <stack>-<logical id "
+                    "GpuNodeRole...>-<suffix>, which only this stack's node role matches. The boundary cannot name "
+                    "it by ARN: the role carries this boundary (a reference cycle).",
+                ),
+            ],
+            pcs_nodes=self._env.slurm is not None,
+        ).policy
+
+    def _audit_trail(self, lifecycle: list[s3.LifecycleRule]) -> AuditTrail:
+        """The trail, its bucket (object lock where configured) and log group, with the data bucket's events."""
+        lock = self._env.audit.trail_object_lock
+        retention = None
+        if lock:
+            days = Duration.days(lock.retention_days)
+            retention = (
+                s3.ObjectLockRetention.compliance(days)
+                if lock.mode is ObjectLockMode.COMPLIANCE
+                else s3.ObjectLockRetention.governance(days)
+            )
+        audit = AuditTrail(
+            self,
+            "Audit",
+            trail_name=self._names.trail_name,
+            trail_key=self.trail_key,
+            logs_key=self.logs_key,
+            access_log_bucket=self.access_log_bucket,
+            lifecycle_rules=lifecycle,
+            object_lock_retention=retention,
+            log_retention=self.log_retention,
+            removal_policy=self.removal_policy,
+        )
+        # The storage stack creates the data bucket under this name.
+        audit.log_data_events_of(f"arn:{self.partition}:s3:::{self._names.data_bucket}")
+        return audit
+
+    def _node_role(self, construct_id: str, *, pcs: bool = False) -> GpuNodeRole:
+        """The GPU nodes' role and instance profile (``pcs``: those AWS PCS launches a Slurm fleet's nodes with)."""
+        names = self._names
         access = NodeAccess(
             data_bucket_name=names.data_bucket,
             metrics_namespace=names.metrics_namespace,
@@ -140,39 +158,43 @@ class SecurityStack(PlatformStack):
             asg_name_prefix=names.asg_name_prefix,
             ssm_parameter_prefix=names.ssm_parameter_prefix,
         )
-        self.node_role = GpuNodeRole(self, "GpuNode", access=access, data_key=self.data_key, logs_key=self.logs_key)
-        self.slurm_profiles = None
-        if env.slurm is not None:
-            pcs_nodes = GpuNodeRole(
-                self, "PcsNode", access=access, data_key=self.data_key, logs_key=self.logs_key, pcs=True
-            )
-            login = SlurmLoginRole(
-                self, "SlurmLogin", session_log_group_arn=self.sessions.log_group.log_group_arn, logs_key=self.logs_key
-            )
-            self.slurm_profiles = SlurmProfiles(compute=pcs_nodes.instance_profile, login=login.instance_profile)
-        self.alerts_topic = AlertsTopic(
+        return GpuNodeRole(self, construct_id, access=access, data_key=self.data_key, logs_key=self.logs_key, pcs=pcs)
+
+    def _slurm_profiles(self) -> SlurmProfiles:
+        """The instance profiles AWS PCS launches the Slurm fleets' nodes and the login nodes with."""
+        pcs_nodes = self._node_role("PcsNode", pcs=True)
+        login = SlurmLoginRole(
+            self, "SlurmLogin", session_log_group_arn=self.sessions.log_group.log_group_arn, logs_key=self.logs_key
+        )
+        return SlurmProfiles(compute=pcs_nodes.instance_profile, login=login.instance_profile)
+
+    def _alerts_topic(self) -> sns.ITopic:
+        """The topic every alarm, Spot notice and fleet notification goes to, and its ARN's output."""
+        names = self._names
+        topic = AlertsTopic(
             self,
             "Alerts",
             topic_name=names.alerts_topic,
             name_prefix=f"{names.prefix}-",
             key=self.alerts_key,
-            emails=env.notifications.emails,
+            emails=self._env.notifications.emails,
             removal_policy=self.removal_policy,
         ).topic
         CfnOutput(
             self,
             "AlertsTopicArn",
-            value=self.alerts_topic.topic_arn,
-            description=f"GPU platform {env.name}: SNS topic of every alarm, Spot notice and fleet notification",
+            value=topic.topic_arn,
+            description=f"GPU platform {self._env.name}: SNS topic of every alarm, Spot notice and fleet notification",
         )
-        self.node_log_groups = {
-            name: logs.LogGroup(
-                self,
-                f"NodeLog{name.title().replace('-', '')}",
-                log_group_name=names.node_log_group(name),
-                encryption_key=self.logs_key,
-                retention=self.log_retention,
-                removal_policy=self.removal_policy,
-            )
-            for name in node_logs
-        }
+        return topic
+
+    def _node_log_group(self, name: str) -> logs.LogGroup:
+        """The log group ``/gpu-platform/<env>/node/<name>`` the nodes' agent ships the ``name`` log to."""
+        return logs.LogGroup(
+            self,
+            f"NodeLog{name.title().replace('-', '')}",
+            log_group_name=self._names.node_log_group(name),
+            encryption_key=self.logs_key,
+            retention=self.log_retention,
+            removal_policy=self.removal_policy,
+        )

@@ -63,31 +63,6 @@ class FleetLaunchTemplate(Construct):
         capacity_reservation: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        devices = [
-            ec2.BlockDevice(
-                device_name=ROOT_DEVICE,
-                volume=ec2.BlockDeviceVolume.ebs(
-                    volumes.root_gib,
-                    volume_type=ec2.EbsDeviceVolumeType.GP3,
-                    encrypted=True,
-                    kms_key=volume_key,
-                    delete_on_termination=True,
-                ),
-            )
-        ]
-        if volumes.scratch_gib:
-            devices.append(
-                ec2.BlockDevice(
-                    device_name=SCRATCH_DEVICE,
-                    volume=ec2.BlockDeviceVolume.ebs(
-                        volumes.scratch_gib,
-                        volume_type=ec2.EbsDeviceVolumeType.GP3,
-                        encrypted=True,
-                        kms_key=volume_key,
-                        delete_on_termination=True,
-                    ),
-                )
-            )
         self.launch_template = ec2.LaunchTemplate(
             self,
             "Template",
@@ -96,7 +71,7 @@ class FleetLaunchTemplate(Construct):
             instance_type=ec2.InstanceType(instance_type) if instance_type else None,
             user_data=user_data,
             instance_profile=instance_profile,
-            block_devices=devices,
+            block_devices=_block_devices(volumes, volume_key),
             require_imdsv2=True,
             http_tokens=ec2.LaunchTemplateHttpTokens.REQUIRED,
             http_endpoint=True,
@@ -116,16 +91,45 @@ class FleetLaunchTemplate(Construct):
         else:
             for group in extra:
                 self.launch_template.add_security_group(group)
-        if placement_group_name:
-            cfn.add_property_override("LaunchTemplateData.Placement", {"GroupName": placement_group_name})
-        if capacity_reservation:
-            cfn.add_property_override("LaunchTemplateData.CapacityReservationSpecification", dict(capacity_reservation))
-        if capacity_block_id:
-            cfn.add_property_override("LaunchTemplateData.InstanceMarketOptions", {"MarketType": "capacity-block"})
-            cfn.add_property_override(
-                "LaunchTemplateData.CapacityReservationSpecification",
-                {"CapacityReservationTarget": {"CapacityReservationId": capacity_block_id}},
-            )
+        _place(cfn, placement_group_name, capacity_reservation, capacity_block_id)
+
+
+def _block_devices(volumes: Volumes, volume_key: kms.IKey) -> list[ec2.BlockDevice]:
+    """The root volume, then the scratch volume where the fleet has one."""
+    devices = [_encrypted_gp3(ROOT_DEVICE, volumes.root_gib, volume_key)]
+    if volumes.scratch_gib:
+        devices.append(_encrypted_gp3(SCRATCH_DEVICE, volumes.scratch_gib, volume_key))
+    return devices
+
+
+def _encrypted_gp3(device: str, gib: int, volume_key: kms.IKey) -> ec2.BlockDevice:
+    """A gp3 volume encrypted with ``volume_key``, deleted with the instance."""
+    return ec2.BlockDevice(
+        device_name=device,
+        volume=ec2.BlockDeviceVolume.ebs(
+            gib, volume_type=ec2.EbsDeviceVolumeType.GP3, encrypted=True, kms_key=volume_key, delete_on_termination=True
+        ),
+    )
+
+
+def _place(
+    cfn: ec2.CfnLaunchTemplate,
+    placement_group_name: str | None,
+    capacity_reservation: Mapping[str, Any] | None,
+    capacity_block_id: str | None,
+) -> None:
+    """The template's placement group, capacity reservation, or Capacity Block (which takes the reservation's
+    place), where given."""
+    if placement_group_name:
+        cfn.add_property_override("LaunchTemplateData.Placement", {"GroupName": placement_group_name})
+    if capacity_reservation:
+        cfn.add_property_override("LaunchTemplateData.CapacityReservationSpecification", dict(capacity_reservation))
+    if capacity_block_id:
+        cfn.add_property_override("LaunchTemplateData.InstanceMarketOptions", {"MarketType": "capacity-block"})
+        cfn.add_property_override(
+            "LaunchTemplateData.CapacityReservationSpecification",
+            {"CapacityReservationTarget": {"CapacityReservationId": capacity_block_id}},
+        )
 
 
 def _interfaces(cards: Sequence[int], efa_only: bool, groups: list[str]) -> list[dict]:

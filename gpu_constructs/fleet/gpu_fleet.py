@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from aws_cdk import CfnTag, Duration
+from aws_cdk import Duration
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -16,10 +16,11 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config.catalog import InstanceType
-from config.fleets import Fleet, Placement
+from config.fleets import CapacityBlock, Fleet, WarmPool
 from config.naming import launch_hook_name, terminate_hook_name
 from gpu_constructs.compliance.acknowledge import acknowledge
 from gpu_constructs.compliance.cfn_child import cfn_child
+from gpu_constructs.fleet.fleet_capacity import Layout, mixed_instances_policy, placement_group, reserve_capacity
 from gpu_constructs.fleet.fleet_launch_template import FleetLaunchTemplate, Volumes
 from gpu_constructs.fleet.fleet_metrics import gpu_metric
 from gpu_constructs.fleet.service_load_balancer import group_health_checks
@@ -32,18 +33,20 @@ TERMINATE_HOOK_TIMEOUT = Duration.minutes(10)
 BLOCK_START_DELAY = timedelta(minutes=5)
 BLOCK_END_MARGIN = timedelta(minutes=60)
 
-_SPOT_STRATEGY = {
-    "price-capacity-optimized": autoscaling.SpotAllocationStrategy.PRICE_CAPACITY_OPTIMIZED,
-    "capacity-optimized": autoscaling.SpotAllocationStrategy.CAPACITY_OPTIMIZED,
-    "capacity-optimized-prioritized": autoscaling.SpotAllocationStrategy.CAPACITY_OPTIMIZED_PRIORITIZED,
-    "lowest-price": autoscaling.SpotAllocationStrategy.LOWEST_PRICE,
-}
-
 
 def efa_only_type(item: InstanceType) -> bool:
     """p5 and later (p5, p5e, p5en, p6...): EC2 recommends an ENA primary interface plus EFA-only ones."""
     generation = re.match(r"^p(\d+)", item.family)
     return generation is not None and int(generation.group(1)) >= 5
+
+
+def _efa_layouts(fleet: Fleet, instance_types: Sequence[InstanceType]) -> dict[Layout, list[InstanceType]]:
+    """The fleet's instance types by EFA interface layout (cards, EFA-only style), in preference order."""
+    layouts: dict[Layout, list[InstanceType]] = {}
+    for item in instance_types:
+        cards = tuple(range(item.max_efa_interfaces)) if fleet.efa else ()
+        layouts.setdefault((cards, bool(cards) and efa_only_type(item)), []).append(item)
+    return layouts
 
 
 def _iso(moment: datetime) -> str:
@@ -81,19 +84,60 @@ class GpuFleet(Construct):
         super().__init__(scope, construct_id)
         self.launch_hook_name = launch_hook_name(group_name)
         self.terminate_hook_name = terminate_hook_name(group_name)
-        block = fleet.capacity_block
         # Capacity Blocks and warm pools need a plain launch template: no mixed-instances policy.
-        single_template = block is not None or fleet.warm_pool is not None
+        single_template = fleet.capacity_block is not None or fleet.warm_pool is not None
+        layouts = _efa_layouts(fleet, instance_types)
+        self.launch_templates = templates = self._launch_templates(
+            fleet,
+            layouts,
+            machine_image=machine_image,
+            user_data=user_data,
+            instance_profile=instance_profile,
+            node_security_group=node_security_group,
+            efa_security_group=efa_security_group,
+            training_security_group=training_security_group,
+            volume_key=volume_key,
+            instance_type=instance_types[0].instance_type if single_template else None,
+        )
+        self.auto_scaling_group = self._auto_scaling_group(
+            fleet,
+            group_name,
+            policy=None if single_template else mixed_instances_policy(fleet, instance_types, layouts, templates),
+            vpc=vpc,
+            subnets=subnets,
+            topic=notification_topic,
+        )
+        cfn_group = cfn_child(self.auto_scaling_group, autoscaling.CfnAutoScalingGroup)
+        self._acknowledge_template_checks(fleet)
+        self.placement_group = placement_group(self, fleet, cfn_group, placement_tags)
+        reserve_capacity(fleet, cfn_group)
+        if fleet.capacity_block is not None:
+            self._schedule_block(fleet.capacity_block, fleet.capacity.max)
+        self._add_scaling(fleet, group_name, metrics_namespace)
+        if fleet.warm_pool is not None:
+            self._add_warm_pool(fleet.warm_pool)
+        self._lifecycle_hooks(fleet, cfn_group)
 
-        # One launch template per EFA interface layout (cards, EFA-only style), in preference order.
-        layouts: dict[tuple[tuple[int, ...], bool], list[InstanceType]] = {}
-        for item in instance_types:
-            cards = tuple(range(item.max_efa_interfaces)) if fleet.efa else ()
-            layouts.setdefault((cards, bool(cards) and efa_only_type(item)), []).append(item)
-        self.launch_templates: dict[tuple[tuple[int, ...], bool], ec2.LaunchTemplate] = {}
+    def _launch_templates(
+        self,
+        fleet: Fleet,
+        layouts: Mapping[Layout, Sequence[InstanceType]],
+        *,
+        machine_image: ec2.IMachineImage,
+        user_data: ec2.UserData,
+        instance_profile: iam.IInstanceProfile,
+        node_security_group: ec2.ISecurityGroup,
+        efa_security_group: ec2.ISecurityGroup,
+        training_security_group: ec2.ISecurityGroup | None,
+        volume_key: kms.IKey,
+        instance_type: str | None,
+    ) -> dict[Layout, ec2.LaunchTemplate]:
+        """One launch template per EFA interface layout, in preference order; ``instance_type`` for a single one."""
+        block = fleet.capacity_block
+        templates: dict[Layout, ec2.LaunchTemplate] = {}
         for cards, efa_only in layouts:
             suffix = f"EfaOnly{len(cards)}" if efa_only else f"Efa{len(cards)}" if cards else "Standard"
-            self.launch_templates[cards, efa_only] = FleetLaunchTemplate(
+            templates[cards, efa_only] = FleetLaunchTemplate(
                 self,
                 f"Template{suffix}",
                 machine_image=machine_image,
@@ -108,19 +152,37 @@ class GpuFleet(Construct):
                 volume_key=volume_key,
                 containers=fleet.containers,
                 capacity_block_id=block.id if block else None,
-                instance_type=instance_types[0].instance_type if single_template else None,
+                instance_type=instance_type,
             ).launch_template
+        return templates
 
-        in_block = fleet.capacity.min if block is None else 0
-        group = functools.partial(  # what both kinds of group share
-            autoscaling.AutoScalingGroup,
+    def _auto_scaling_group(
+        self,
+        fleet: Fleet,
+        group_name: str,
+        *,
+        policy: autoscaling.MixedInstancesPolicy | None,
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        topic: sns.ITopic,
+    ) -> autoscaling.AutoScalingGroup:
+        """The group, sized by config (outside a Capacity Block window: empty), on its mixed-instances ``policy``
+        or, without one, on its one launch template."""
+        block = fleet.capacity_block
+        capacity: dict[str, Any]
+        if policy is None:
+            (template,) = self.launch_templates.values()
+            capacity = {"launch_template": template}
+        else:
+            capacity = {"mixed_instances_policy": policy, "capacity_rebalance": fleet.uses_spot}
+        return autoscaling.AutoScalingGroup(
             self,
             "Group",
             vpc=vpc,
             vpc_subnets=subnets,
             auto_scaling_group_name=group_name,
             # Outside a Capacity Block window the group holds nothing; scheduled actions size it.
-            min_capacity=in_block,
+            min_capacity=fleet.capacity.min if block is None else 0,
             max_capacity=fleet.capacity.max if block is None else 0,
             desired_capacity=(fleet.capacity.desired if fleet.capacity.desired is not None else fleet.capacity.min)
             if block is None
@@ -128,93 +190,43 @@ class GpuFleet(Construct):
             health_checks=group_health_checks(served=fleet.service is not None),
             group_metrics=[autoscaling.GroupMetrics.all()],
             notifications=[
-                autoscaling.NotificationConfiguration(
-                    topic=notification_topic, scaling_events=autoscaling.ScalingEvents.ALL
-                )
+                autoscaling.NotificationConfiguration(topic=topic, scaling_events=autoscaling.ScalingEvents.ALL)
             ],
+            **capacity,
         )
-        if single_template:
-            (template,) = self.launch_templates.values()
-            self.auto_scaling_group = group(launch_template=template)
-        else:
-            # The catalog's preference order across layouts, each type with its layout's template.
-            layout_of = {item.instance_type: layout for layout, items in layouts.items() for item in items}
-            several = len(self.launch_templates) > 1
-            overrides = [
-                autoscaling.LaunchTemplateOverrides(
-                    instance_type=ec2.InstanceType(item.instance_type),
-                    launch_template=self.launch_templates[layout_of[item.instance_type]] if several else None,
-                )
-                for item in instance_types
-            ]
-            self.auto_scaling_group = group(
-                mixed_instances_policy=autoscaling.MixedInstancesPolicy(
-                    launch_template=next(iter(self.launch_templates.values())),
-                    launch_template_overrides=overrides,
-                    instances_distribution=autoscaling.InstancesDistribution(
-                        on_demand_allocation_strategy=autoscaling.OnDemandAllocationStrategy.PRIORITIZED,
-                        on_demand_base_capacity=fleet.on_demand_base_capacity,
-                        on_demand_percentage_above_base_capacity=fleet.on_demand_percentage_above_base,
-                        spot_allocation_strategy=_SPOT_STRATEGY[fleet.spot_allocation_strategy.value],
-                    ),
-                ),
-                capacity_rebalance=fleet.uses_spot,
-            )
-        cfn_group = cfn_child(self.auto_scaling_group, autoscaling.CfnAutoScalingGroup)
-        self._acknowledge_template_checks(fleet)
 
-        self.placement_group: ec2.CfnPlacementGroup | None = None
-        if fleet.placement is not Placement.NONE:
-            # Tags is create-only for a placement group: its own pinned set (Environment.placement_group_tags),
-            # never the environment's tags, so that a tag edit does not re-create the group under running nodes.
-            tags = [CfnTag(key=k, value=v) for k, v in sorted((placement_tags or {}).items())]
-            self.placement_group = ec2.CfnPlacementGroup(
-                self, "PlacementGroup", strategy=fleet.placement.value, tags=tags or None
-            )
-            cfn_group.add_property_override("PlacementGroup", self.placement_group.ref)
+    def _schedule_block(self, block: CapacityBlock, size: int) -> None:
+        """Scale to ``size`` a few minutes into the Capacity Block, to zero well before it ends."""
+        autoscaling.CfnScheduledAction(
+            self,
+            "BlockStart",
+            auto_scaling_group_name=self.auto_scaling_group.auto_scaling_group_name,
+            start_time=_iso(block.start + BLOCK_START_DELAY),
+            min_size=size,
+            max_size=size,
+            desired_capacity=size,
+        )
+        autoscaling.CfnScheduledAction(
+            self,
+            "BlockEnd",
+            auto_scaling_group_name=self.auto_scaling_group.auto_scaling_group_name,
+            start_time=_iso(block.end - BLOCK_END_MARGIN),
+            min_size=0,
+            max_size=0,
+            desired_capacity=0,
+        )
 
-        reservation = fleet.capacity_reservation
-        if reservation is not None:
-            spec: dict = {"CapacityReservationPreference": reservation.preference.value}
-            target = {}
-            if reservation.ids:
-                target["CapacityReservationIds"] = list(reservation.ids)
-            if reservation.resource_group_arns:
-                target["CapacityReservationResourceGroupArns"] = list(reservation.resource_group_arns)
-            if target:
-                spec["CapacityReservationTarget"] = target
-            cfn_group.add_property_override("CapacityReservationSpecification", spec)
+    def _add_warm_pool(self, warm_pool: WarmPool) -> None:
+        """Stopped instances kept ready to join the group."""
+        self.auto_scaling_group.add_warm_pool(
+            min_size=warm_pool.min_size,
+            max_group_prepared_capacity=warm_pool.max_prepared_capacity,
+            pool_state=autoscaling.PoolState.STOPPED,
+            reuse_on_scale_in=warm_pool.reuse_on_scale_in,
+        )
 
-        if block is not None:
-            size = fleet.capacity.max
-            autoscaling.CfnScheduledAction(
-                self,
-                "BlockStart",
-                auto_scaling_group_name=self.auto_scaling_group.auto_scaling_group_name,
-                start_time=_iso(block.start + BLOCK_START_DELAY),
-                min_size=size,
-                max_size=size,
-                desired_capacity=size,
-            )
-            autoscaling.CfnScheduledAction(
-                self,
-                "BlockEnd",
-                auto_scaling_group_name=self.auto_scaling_group.auto_scaling_group_name,
-                start_time=_iso(block.end - BLOCK_END_MARGIN),
-                min_size=0,
-                max_size=0,
-                desired_capacity=0,
-            )
-
-        self._add_scaling(fleet, group_name, metrics_namespace)
-        if fleet.warm_pool is not None:
-            self.auto_scaling_group.add_warm_pool(
-                min_size=fleet.warm_pool.min_size,
-                max_group_prepared_capacity=fleet.warm_pool.max_prepared_capacity,
-                pool_state=autoscaling.PoolState.STOPPED,
-                reuse_on_scale_in=fleet.warm_pool.reuse_on_scale_in,
-            )
-
+    def _lifecycle_hooks(self, fleet: Fleet, cfn_group: autoscaling.CfnAutoScalingGroup) -> None:
+        """The launch hook (the node's bootstrap) and the terminate hook (the job's checkpoint)."""
         # In the group itself, not AWS::AutoScaling::LifecycleHook resources: CreateAutoScalingGroup adds
         # these before it launches anything, so even the group's first instances wait in Pending:Wait.
         cfn_group.lifecycle_hook_specification_list = [

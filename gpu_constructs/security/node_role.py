@@ -61,9 +61,10 @@ class GpuNodeRole(Construct):
         pcs: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
-        arn = f"arn:{stack.partition}"
-        region_account = f"{stack.region}:{stack.account}"
+        self._stack = Stack.of(self)
+        self._access = access
+        self._arn = f"arn:{self._stack.partition}"
+        self._region_account = f"{self._stack.region}:{self._stack.account}"
         self.role = iam.Role(
             self,
             "Role",
@@ -75,23 +76,37 @@ class GpuNodeRole(Construct):
             self, "InstanceProfile", role=self.role, path=PCS_ROLE_PATH if pcs else None
         )
         if pcs:
-            registration = self._policy("PcsRegistration", pcs_registration_statement(stack))
-            acknowledge(
-                registration,
-                f"AwsSolutions-IAM5[Resource::{pcs_cluster_arns(stack)}]",
-                "PCS generates its clusters' ids; a node registers with the cluster of its node group, which this "
-                "stack (outliving the fleets) cannot name.",
-            )
-        bucket = f"{arn}:s3:::{access.data_bucket_name}"
+            self._pcs_registration()
+        self._session_manager(logs_key)
+        self._cloudwatch_agent(logs_key)
+        self._data_bucket(data_key)
+        self._fleet_lifecycle()
+        self._training_jobs()
+        self._container_images()
 
+    def _pcs_registration(self) -> None:
+        """A Slurm node's registration with its PCS cluster."""
+        registration = self._policy("PcsRegistration", pcs_registration_statement(self._stack))
+        acknowledge(
+            registration,
+            f"AwsSolutions-IAM5[Resource::{pcs_cluster_arns(self._stack)}]",
+            "PCS generates its clusters' ids; a node registers with the cluster of its node group, which this "
+            "stack (outliving the fleets) cannot name.",
+        )
+
+    def _session_manager(self, logs_key: kms.IKey) -> None:
+        """Session Manager's channel APIs, registration, and the session log group."""
         session = self._policy(
             "SessionManager",
             *session_manager_statements(
-                stack, session_log_group_arn=access.session_log_group_arn, logs_key_arn=logs_key.key_arn
+                self._stack, session_log_group_arn=self._access.session_log_group_arn, logs_key_arn=logs_key.key_arn
             ),
         )
-        acknowledge_session_manager(session, stack)
+        acknowledge_session_manager(session, self._stack)
 
+    def _cloudwatch_agent(self, logs_key: kms.IKey) -> None:
+        """``PutMetricData`` in the platform namespace only, and the node's own log groups."""
+        arn, region_account, access = self._arn, self._region_account, self._access
         agent = self._policy(
             "CloudWatchAgent",
             iam.PolicyStatement(
@@ -109,7 +124,7 @@ class GpuNodeRole(Construct):
                 sid="NodeLogsKey",
                 actions=["kms:Encrypt", "kms:GenerateDataKey"],
                 resources=[logs_key.key_arn],
-                conditions={"StringEquals": {"kms:ViaService": f"logs.{stack.region}.amazonaws.com"}},
+                conditions={"StringEquals": {"kms:ViaService": f"logs.{self._stack.region}.amazonaws.com"}},
             ),
         )
         acknowledge(
@@ -124,6 +139,9 @@ class GpuNodeRole(Construct):
             "The node's log groups share this prefix; log streams are named by instance id at run time.",
         )
 
+    def _data_bucket(self, data_key: kms.IKey) -> None:
+        """Read ``datasets/``, read and write ``checkpoints/`` of the data bucket."""
+        bucket = f"{self._arn}:s3:::{self._access.data_bucket_name}"
         data = self._policy(
             "DataBucket",
             iam.PolicyStatement(
@@ -146,7 +164,7 @@ class GpuNodeRole(Construct):
                 sid="DataKeyThroughS3",
                 actions=["kms:Decrypt", "kms:GenerateDataKey"],
                 resources=[data_key.key_arn],
-                conditions={"StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"}},
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{self._stack.region}.amazonaws.com"}},
             ),
         )
         for prefix in (DATASETS_PREFIX, CHECKPOINTS_PREFIX):
@@ -156,9 +174,13 @@ class GpuNodeRole(Construct):
                 f"Objects under the data bucket's {prefix} prefix are the data a training node reads and writes.",
             )
 
+    def _fleet_lifecycle(self) -> None:
+        """Lifecycle hooks and health on the platform's own groups, read-only describes, the SSM parameters."""
+        arn, region_account, access = self._arn, self._region_account, self._access
         asg_arn = (
             f"{arn}:autoscaling:{region_account}:autoScalingGroup:*:autoScalingGroupName/{access.asg_name_prefix}*"
         )
+        parameters = f"{arn}:ssm:{region_account}:parameter{access.ssm_parameter_prefix}*"
         fleet = self._policy(
             "FleetLifecycle",
             iam.PolicyStatement(
@@ -184,7 +206,7 @@ class GpuNodeRole(Construct):
             iam.PolicyStatement(
                 sid="EnvironmentParameters",
                 actions=["ssm:GetParameter", "ssm:GetParameters"],
-                resources=[f"{arn}:ssm:{region_account}:parameter{access.ssm_parameter_prefix}*"],
+                resources=[parameters],
             ),
         )
         acknowledge(
@@ -199,21 +221,25 @@ class GpuNodeRole(Construct):
         )
         acknowledge(
             fleet,
-            f"AwsSolutions-IAM5[Resource::{arn}:ssm:{region_account}:parameter{access.ssm_parameter_prefix}*]",
+            f"AwsSolutions-IAM5[Resource::{parameters}]",
             "The environment's parameters (AMI id, file system) share this path.",
         )
 
+    def _training_jobs(self) -> None:
+        """The job runner writes the job's output to its own streams of the job log group."""
         self._policy(
             "TrainingJobs",
             iam.PolicyStatement(
                 # scripts/node/jobs/runner.py: CreateLogStream <job>/<instance id>, then PutLogEvents into it.
                 sid="JobLogStreams",
                 actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[access.job_log_group_arn],
+                resources=[self._access.job_log_group_arn],
             ),
         )
 
-        images = f"{arn}:ecr:{region_account}:repository/*"
+    def _container_images(self) -> None:
+        """An ECR registry token and image pulls from this account's repositories in this region."""
+        images = f"{self._arn}:ecr:{self._region_account}:repository/*"
         containers = self._policy(
             "ContainerImages",
             iam.PolicyStatement(sid="RegistryLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),

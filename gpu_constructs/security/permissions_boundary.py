@@ -149,7 +149,6 @@ class PlatformPermissionsBoundary(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        templates = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:launch-template/*"
         stage = Stage.of(self)
         if stage is None:
             raise TypeError(f"{self.node.path}: the boundary names the environment after its stage; none above it")
@@ -164,32 +163,8 @@ class PlatformPermissionsBoundary(Construct):
             statements=[
                 iam.PolicyStatement(sid="PlatformCeiling", actions=sorted(UNSCOPED_ACTIONS), resources=["*"]),
                 *scoped,
-                # Auto Scaling lets a caller point a group at a launch template only if the caller could
-                # launch from it; no role may launch any other way, or tag anything but a launch.
-                iam.PolicyStatement(
-                    sid="LaunchOnlyThroughLaunchTemplates",
-                    actions=["ec2:RunInstances"],
-                    resources=["*"],
-                    conditions={
-                        "ArnLike": {"ec2:LaunchTemplate": templates},
-                        "Bool": {"ec2:IsLaunchTemplateResource": "true"},
-                    },
-                ),
-                iam.PolicyStatement(
-                    sid="TagOnlyOnLaunch",
-                    actions=["ec2:CreateTags"],
-                    resources=[launched],
-                    conditions={"StringEquals": {"ec2:CreateAction": "RunInstances"}},
-                ),
-                *(
-                    iam.PolicyStatement(
-                        sid=grant.sid,
-                        actions=["iam:PassRole"],
-                        resources=list(grant.role_arns),
-                        conditions={"StringEquals": {"iam:PassedToService": grant.service}},
-                    )
-                    for grant in pass_roles
-                ),
+                *_launch_statements(stack, launched),
+                *(_pass_role_statement(grant) for grant in pass_roles),
                 # Slurm fleets' nodes (and login nodes) register with the environment's PCS cluster.
                 *([pcs_registration_statement(stack)] if pcs_nodes else []),
             ],
@@ -200,6 +175,13 @@ class PlatformPermissionsBoundary(Construct):
                 f"AwsSolutions-IAM5[Resource::{pcs_cluster_arns(stack)}]",
                 "Boundary only: PCS clusters of this account and region, whose ids PCS generates.",
             )
+        self._acknowledge_scopes(pass_roles, scoped, launched)
+
+    def _acknowledge_scopes(
+        self, pass_roles: Sequence[PassRoleGrant], scoped: Sequence[iam.PolicyStatement], launched: str
+    ) -> None:
+        """Why each wildcard resource of the boundary is no wider than the platform: passed roles' patterns,
+        the scoped statements' resources, what RunInstances creates, and the ceiling itself."""
         for grant in pass_roles:
             for role_arn in grant.role_arns:
                 if "*" in role_arn:
@@ -215,6 +197,40 @@ class PlatformPermissionsBoundary(Construct):
             "This policy is only a permissions boundary: it grants nothing, it caps each role, whose own "
             "policies scope the resources.",
         )
+
+
+def _launch_statements(stack: Stack, launched: str) -> list[iam.PolicyStatement]:
+    """Launches through the account's launch templates only, and tags only on what a launch creates."""
+    templates = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:launch-template/*"
+    return [
+        # Auto Scaling lets a caller point a group at a launch template only if the caller could
+        # launch from it; no role may launch any other way, or tag anything but a launch.
+        iam.PolicyStatement(
+            sid="LaunchOnlyThroughLaunchTemplates",
+            actions=["ec2:RunInstances"],
+            resources=["*"],
+            conditions={
+                "ArnLike": {"ec2:LaunchTemplate": templates},
+                "Bool": {"ec2:IsLaunchTemplateResource": "true"},
+            },
+        ),
+        iam.PolicyStatement(
+            sid="TagOnlyOnLaunch",
+            actions=["ec2:CreateTags"],
+            resources=[launched],
+            conditions={"StringEquals": {"ec2:CreateAction": "RunInstances"}},
+        ),
+    ]
+
+
+def _pass_role_statement(grant: PassRoleGrant) -> iam.PolicyStatement:
+    """``iam:PassRole`` on the grant's roles, to its one service."""
+    return iam.PolicyStatement(
+        sid=grant.sid,
+        actions=["iam:PassRole"],
+        resources=list(grant.role_arns),
+        conditions={"StringEquals": {"iam:PassedToService": grant.service}},
+    )
 
 
 _SCOPE_REASONS = {

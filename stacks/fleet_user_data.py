@@ -1,0 +1,49 @@
+"""The user data of one fleet's nodes (FleetStack): its boot script, which names the file system it reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import aws_ec2 as ec2
+
+from config import Environment
+from config.catalog import InstanceType
+from config.fleets import Fleet
+from config.identity import file_system_identity
+from gpu_constructs.fleet.render.node_settings import NodeSite, instance_type_facts, node_env, service_json
+from gpu_constructs.fleet.render.user_data import NodeScripts, render_user_data
+
+
+def fleet_user_data(
+    env: Environment,
+    site: NodeSite,
+    fleet: Fleet,
+    catalog: Sequence[InstanceType],
+    *,
+    agent_config_json: str,
+    scripts: NodeScripts,
+) -> ec2.UserData:
+    """The fleet's boot script: the node's settings, its instance types' facts, the agent and its scripts."""
+    user_data = ec2.UserData.for_linux()
+    # The file system comes from the Storage stack's output: its identity here makes a replacement of it
+    # a new launch template version in the same deploy (config/identity.py).
+    user_data.add_commands(
+        *reading_file_system(
+            file_system_identity(env),
+            render_user_data(
+                region=env.region,
+                node_env=node_env(site, fleet),
+                instance_types=instance_type_facts(fleet, catalog),
+                agent_config_json=agent_config_json,
+                scripts=scripts,
+                service_json=service_json(fleet),
+                every_boot=fleet.warm_pool is not None,
+            ),
+        )
+    )
+    return user_data
+
+
+def reading_file_system(identity: str, lines: list[str]) -> list[str]:
+    """``lines`` with a comment naming the file system's identity after the first one (``set -euo pipefail``)."""
+    return [lines[0], f"# reads the Lustre file system {identity}", *lines[1:]]
