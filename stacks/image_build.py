@@ -30,13 +30,13 @@ from gpu_constructs.image.build_logs import (
     image_log_group_name,
     pipeline_log_group_name,
 )
-from gpu_constructs.image.image_builder_role import BuildAccess, ImageBuilderInstanceRole
-from gpu_constructs.image.image_component import ComponentDocument, ImageComponent
-from gpu_constructs.image.image_distribution import DistributionTarget, ImageDistribution
-from gpu_constructs.image.image_infrastructure import ImageInfrastructure
-from gpu_constructs.image.image_key import ImageKey
-from gpu_constructs.image.image_pipeline import ImagePipeline
-from gpu_constructs.image.image_recipe import ImageRecipe, RecipeStep
+from gpu_constructs.image.builder_role import BuildAccess, ImageBuilderInstanceRole
+from gpu_constructs.image.component import ComponentDocument, ImageComponent
+from gpu_constructs.image.distribution import DistributionTarget, ImageDistribution
+from gpu_constructs.image.infrastructure import ImageInfrastructure
+from gpu_constructs.image.key import ImageKey
+from gpu_constructs.image.pipeline import ImagePipeline
+from gpu_constructs.image.recipe import ImageRecipe, RecipeStep
 
 #: Root device of the Ubuntu 24.04 parents (Deep Learning AMI and Canonical's AMI alike).
 ROOT_DEVICE = "/dev/sda1"

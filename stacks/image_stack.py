@@ -13,14 +13,14 @@ from config.catalog import get_instance_type
 from config.naming import ResourceNames
 from gpu_constructs.image.ami_parameter_seed import AmiParameterSeed
 from gpu_constructs.image.build_alerts import BuildFailureAlerts
-from gpu_constructs.image.image_builder_role import ImageBuilderInstanceRole
-from gpu_constructs.image.image_component import ImageComponent
-from gpu_constructs.image.image_copy_role import ImageCopyRole
-from gpu_constructs.image.image_distribution import ImageDistribution
-from gpu_constructs.image.image_infrastructure import ImageInfrastructure
-from gpu_constructs.image.image_key import ImageKey
-from gpu_constructs.image.image_pipeline import ImagePipeline
-from gpu_constructs.image.image_recipe import ImageRecipe
+from gpu_constructs.image.builder_role import ImageBuilderInstanceRole
+from gpu_constructs.image.component import ImageComponent
+from gpu_constructs.image.copy_role import ImageCopyRole
+from gpu_constructs.image.distribution import ImageDistribution
+from gpu_constructs.image.infrastructure import ImageInfrastructure
+from gpu_constructs.image.key import ImageKey
+from gpu_constructs.image.pipeline import ImagePipeline
+from gpu_constructs.image.recipe import ImageRecipe
 from stacks import image_build
 from stacks.base import PlatformStack
 

@@ -18,7 +18,7 @@ from config.fleets.health import DCGM_LEVEL_SECONDS, DcgmMode, Health
 from config.fleets.refresh import MAX_CHECKPOINT_DELAY_MINUTES, Refresh, RollbackAlarm
 from config.fleets.scaling import Scaling, ScheduledAction, StepScaling, TargetTracking, WarmPool
 from config.fleets.scheduler import NodeGroupPlan, PurchaseOption, Scheduler, node_group_plans
-from config.fleets.service import Service, ServiceAlarms, ServiceLoadBalancer
+from config.fleets.service import LoadBalancerSettings, Service, ServiceAlarmThresholds
 
 __all__ = [
     "DCGM_LEVEL_SECONDS",
@@ -30,6 +30,7 @@ __all__ = [
     "Fleet",
     "FleetRole",
     "Health",
+    "LoadBalancerSettings",
     "NodeGroupPlan",
     "Placement",
     "PurchaseOption",
@@ -40,8 +41,7 @@ __all__ = [
     "ScheduledAction",
     "Scheduler",
     "Service",
-    "ServiceAlarms",
-    "ServiceLoadBalancer",
+    "ServiceAlarmThresholds",
     "SpotAllocationStrategy",
     "StepScaling",
     "TargetTracking",

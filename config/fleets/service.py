@@ -23,7 +23,7 @@ _PATH = re.compile(r"^/[A-Za-z0-9._~/-]{0,1023}$")
 RESERVED_PORTS = frozenset({22, 8125, 25826, 5555})
 
 
-class ServiceLoadBalancer(Strict):
+class LoadBalancerSettings(Strict):
     """The Application Load Balancer of a served fleet. ``internal`` (default) places it in the private
     subnets; ``allowed_cidrs`` / ``allowed_security_groups`` are its only clients. ``certificate_arn``
     turns the listener to HTTPS (443), else HTTP (80). ``requests_per_target``: the target of a
@@ -69,7 +69,7 @@ class ServiceLoadBalancer(Strict):
         return value
 
     @model_validator(mode="after")
-    def _clients(self) -> ServiceLoadBalancer:
+    def _clients(self) -> LoadBalancerSettings:
         if not self.allowed_cidrs and not self.allowed_security_groups:
             raise ValueError(
                 "@allowed_cidrs: a load balancer with no clients serves no one; fix: list the clients' CIDR "
@@ -78,7 +78,7 @@ class ServiceLoadBalancer(Strict):
         return self
 
 
-class ServiceAlarms(Strict):
+class ServiceAlarmThresholds(Strict):
     """Thresholds of the service's alarms (into the alerts topic): the share of requests answered 5xx by
     the targets, the targets' p99 response time, and unhealthy hosts, each over 5 minutes."""
 
@@ -101,8 +101,8 @@ class Service(Strict):
         description="the node's wait for the first 200 of the health check (an image pull included); the "
         "launch lifecycle hook's timeout grows by it",
     )
-    load_balancer: ServiceLoadBalancer
-    alarms: ServiceAlarms = Field(default_factory=ServiceAlarms)
+    load_balancer: LoadBalancerSettings
+    alarms: ServiceAlarmThresholds = Field(default_factory=ServiceAlarmThresholds)
 
     @field_validator("port")
     @classmethod

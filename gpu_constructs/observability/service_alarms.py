@@ -16,7 +16,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from config.alarms import Threshold
-from config.fleets.service import ServiceAlarms as Thresholds
+from config.fleets.service import ServiceAlarmThresholds as Thresholds
 from gpu_constructs.observability.alarm_factory import ABOVE, AT_LEAST, AlarmFactory
 
 NAMESPACE = "AWS/ApplicationELB"

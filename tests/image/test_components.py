@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_constructs.image.image_component import MAX_INLINE_DATA, strip_leading_comments
+from gpu_constructs.image.component import MAX_INLINE_DATA, strip_leading_comments
 from tests.image.documents import (
     ACTION_MODULES,
     DOCUMENTS,

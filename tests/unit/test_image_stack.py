@@ -13,14 +13,14 @@ from aws_cdk import App, Stack
 from config.catalog import get_instance_type
 from config.image import COMPONENTS, VERSION_PARAMETERS
 from config.naming import ResourceNames
-from gpu_constructs.image.image_component import (
+from gpu_constructs.image.component import (
     MAX_INLINE_DATA,
     ImageComponent,
     content_version,
     strip_leading_comments,
 )
-from gpu_constructs.image.image_distribution import DistributionTarget, ImageDistribution
-from gpu_constructs.image.image_recipe import ImageRecipe, RecipeStep
+from gpu_constructs.image.distribution import DistributionTarget, ImageDistribution
+from gpu_constructs.image.recipe import ImageRecipe, RecipeStep
 from gpu_constructs.security.permissions_boundary import BOUNDARY_ACTIONS
 from tests.synth import StackTemplate, Synth
 

@@ -15,8 +15,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
 from config.catalog import get_instance_type
+from config.fleets.service import LoadBalancerSettings as LbConfig
 from config.fleets.service import Service
-from config.fleets.service import ServiceLoadBalancer as LbConfig
 from gpu_constructs.fleet.gpu_fleet import GpuFleet
 from gpu_constructs.fleet.service_load_balancer import (
     HEALTH_CHECK_INTERVAL,

@@ -12,7 +12,7 @@ import pytest
 from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
-from config.fleets.service import ServiceAlarms as Thresholds
+from config.fleets.service import ServiceAlarmThresholds as Thresholds
 from gpu_constructs.observability.alarm_factory import AlarmFactory
 from gpu_constructs.observability.service_alarms import ServiceAlarms, ServiceTarget
 from tests.constructs.conftest import bare_stack, only, template

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import aws_iam as iam
 
-from gpu_constructs.image.image_infrastructure import ImageInfrastructure
+from gpu_constructs.image.infrastructure import ImageInfrastructure
 from tests.constructs.conftest import bare_stack, only, template
 
 

@@ -3,8 +3,8 @@ its prefix, through S3 for the key."""
 
 from __future__ import annotations
 
-from gpu_constructs.image.image_builder_role import BuildAccess, ImageBuilderInstanceRole
-from gpu_constructs.image.image_component import ImageComponent
+from gpu_constructs.image.builder_role import BuildAccess, ImageBuilderInstanceRole
+from gpu_constructs.image.component import ImageComponent
 from tests.constructs.conftest import ACCOUNT, REGION, bare_stack, managed_policies, template
 from tests.policy_eval import Request, role_may
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_constructs.image.image_pipeline import START_CONDITION, ImagePipeline
+from gpu_constructs.image.pipeline import START_CONDITION, ImagePipeline
 from tests.constructs.conftest import bare_stack, only, template
 
 

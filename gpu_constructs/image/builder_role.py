@@ -10,7 +10,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from gpu_constructs.compliance.acknowledge import acknowledge
-from gpu_constructs.image.image_component import ImageComponent
+from gpu_constructs.image.component import ImageComponent
 from gpu_constructs.security.render.iam_actions import ssm_agent_statements
 
 

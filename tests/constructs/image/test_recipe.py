@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from aws_cdk import Stack
 
-from gpu_constructs.image.image_component import ImageComponent
-from gpu_constructs.image.image_recipe import ImageRecipe, RecipeStep
+from gpu_constructs.image.component import ImageComponent
+from gpu_constructs.image.recipe import ImageRecipe, RecipeStep
 from tests.constructs.conftest import bare_stack, only, template
 
 

@@ -3,7 +3,7 @@ id in their own parameter."""
 
 from __future__ import annotations
 
-from gpu_constructs.image.image_distribution import DistributionTarget, ImageDistribution
+from gpu_constructs.image.distribution import DistributionTarget, ImageDistribution
 from tests.constructs.conftest import ACCOUNT, REGION, bare_stack, only, template
 
 PARAMETER = "/imagebuilder/gpu-platform/{}/ami/latest"

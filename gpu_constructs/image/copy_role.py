@@ -8,7 +8,7 @@ from constructs import Construct
 
 from config.sharing import DISTRIBUTION_ROLE_NAME
 from gpu_constructs.compliance.acknowledge import acknowledge
-from gpu_constructs.image.image_key import SNAPSHOT_KEY_USE
+from gpu_constructs.image.key import SNAPSHOT_KEY_USE
 
 #: The service-linked role Image Builder distributes with when a pipeline has no execution role.
 IMAGE_BUILDER_SERVICE_ROLE = "aws-service-role/imagebuilder.amazonaws.com/AWSServiceRoleForImageBuilder"

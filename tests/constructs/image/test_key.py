@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from aws_cdk.assertions import Template
 
-from gpu_constructs.image.image_key import ImageKey
+from gpu_constructs.image.key import ImageKey
 from tests.constructs.conftest import ACCOUNT, bare_stack, document, only, template
 from tests.policy_eval import Request, key_policy_may
 

@@ -9,7 +9,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_imagebuilder as imagebuilder
 from constructs import Construct
 
-from gpu_constructs.image.image_component import ImageComponent, content_version
+from gpu_constructs.image.component import ImageComponent, content_version
 
 
 @dataclass(frozen=True)
