@@ -64,13 +64,42 @@ def refresh_fleet(events: dict[str, Any], *, autoscaling: Any, ec2: Any) -> dict
     preferences = dict(events["Preferences"])
     if not image_id.startswith("ami-"):
         raise RolloutError(f"{group_name}: {image_id!r} is not an AMI id; fix: put an ami-... id in the AMI parameter")
+    group = _group(autoscaling, group_name)
+    current = _current_versions(ec2, group_name, group, preferences)
+    if all(v["LaunchTemplateData"].get("ImageId") == image_id for v in current.values()):
+        return {
+            "Status": "skipped",
+            "Detail": f"{group_name} already launches {image_id}: nothing to replace",
+            "InstanceRefreshId": "",
+        }
+    new_versions = _new_versions(ec2, current, image_id)
+    refresh_id = _start_refresh(autoscaling, group_name, group, new_versions, preferences)
+    versions = ", ".join(f"{t} v{v}" for t, v in new_versions.items())
+    return {
+        "Status": "started",
+        "Detail": f"{group_name}: instance refresh {refresh_id} to {image_id} ({versions})",
+        "InstanceRefreshId": refresh_id,
+    }
+
+
+def _group(autoscaling: Any, group_name: str) -> dict[str, Any]:
+    """The Auto Scaling group ``group_name``, as DescribeAutoScalingGroups returns it."""
     groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group_name])["AutoScalingGroups"]
     if not groups:
         raise RolloutError(
             f"{group_name}: no such Auto Scaling group; fix: deploy the Fleets stack of this environment"
         )
-    group = groups[0]
+    return groups[0]
 
+
+def _current_versions(
+    ec2: Any, group_name: str, group: dict[str, Any], preferences: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Launch template id -> the version the group launches, as DescribeLaunchTemplateVersions returns it.
+
+    With auto rollback, a template used as ``$Latest`` or ``$Default`` is refused: the refresh could not
+    roll back to it.
+    """
     current = {}
     for template_id, version in template_versions(group):
         if version in ALIAS_VERSIONS and preferences.get("AutoRollback"):
@@ -82,13 +111,11 @@ def refresh_fleet(events: dict[str, Any], *, autoscaling: Any, ec2: Any) -> dict
             "LaunchTemplateVersions"
         ]
         current[template_id] = described
-    if all(v["LaunchTemplateData"].get("ImageId") == image_id for v in current.values()):
-        return {
-            "Status": "skipped",
-            "Detail": f"{group_name} already launches {image_id}: nothing to replace",
-            "InstanceRefreshId": "",
-        }
+    return current
 
+
+def _new_versions(ec2: Any, current: dict[str, dict[str, Any]], image_id: str) -> dict[str, str]:
+    """Launch template id -> the number of its new version: the current one with only ``ImageId`` changed."""
     new_versions = {}
     for template_id, described in current.items():
         created = ec2.create_launch_template_version(
@@ -98,9 +125,19 @@ def refresh_fleet(events: dict[str, Any], *, autoscaling: Any, ec2: Any) -> dict
             LaunchTemplateData={"ImageId": image_id},
         )
         new_versions[template_id] = str(created["LaunchTemplateVersion"]["VersionNumber"])
+    return new_versions
 
+
+def _start_refresh(
+    autoscaling: Any,
+    group_name: str,
+    group: dict[str, Any],
+    new_versions: dict[str, str],
+    preferences: dict[str, Any],
+) -> str:
+    """Start the group's rolling instance refresh onto ``new_versions``; its id. One in progress is refused."""
     try:
-        refresh_id = autoscaling.start_instance_refresh(
+        return autoscaling.start_instance_refresh(
             AutoScalingGroupName=group_name,
             Strategy="Rolling",
             DesiredConfiguration=desired_configuration(group, new_versions),
@@ -113,12 +150,6 @@ def refresh_fleet(events: dict[str, Any], *, autoscaling: Any, ec2: Any) -> dict
                 "aws autoscaling cancel-instance-refresh), then run the runbook again"
             ) from err
         raise
-    versions = ", ".join(f"{t} v{v}" for t, v in new_versions.items())
-    return {
-        "Status": "started",
-        "Detail": f"{group_name}: instance refresh {refresh_id} to {image_id} ({versions})",
-        "InstanceRefreshId": refresh_id,
-    }
 
 
 def template_versions(group: dict[str, Any]) -> list[tuple[str, str]]:
