@@ -2,15 +2,18 @@
 
 ``FakeSystem`` lays out a fake root (``GPU_PLATFORM_ROOT``: /etc/os-release of the image's OS, /etc/apt, /opt, ...),
 a state file describing the parent (``Parent``) and a PATH whose first folder holds the fake tools
-(tests/image/fake_tools.py, fake_devices.py). ``run`` takes a component's document as Image Builder receives it
-(scripts/image/versions.py ``document``, its includes expanded), fills in the parameters and runs the steps of
-the phases asked for: ExecuteBash as a bash script, CreateFile and WebDownload as files under the root (the
-downloads are made up from their URL: an EFA installer tarball whose installer leaves what the real one does,
-a CloudWatch agent .deb), Reboot as nothing. It stops at the first failed step, as AWSTOE does.
+(tests/image/fake_tools.py, fake_devices.py; each a small bash script calling this test process's
+tests/image/fake_tool_server.py, which runs them without an interpreter start per call). ``run`` takes a component's
+document as Image Builder receives it (config/image_components.py ``document``, its includes expanded), fills in the
+parameters and runs the steps of the phases asked for: ExecuteBash as a bash script, CreateFile and WebDownload as
+files under the root (the downloads are made up from their URL: an EFA installer tarball whose installer leaves what
+the real one does, a CloudWatch agent .deb), Reboot as nothing. It stops at the first failed step, as AWSTOE does.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import io
 import json
 import re
@@ -24,7 +27,7 @@ from typing import Any
 import yaml
 
 from config.image import DEFAULT_VERSIONS
-from tests.image import fake_tools
+from tests.image import fake_tool_server, fake_tools
 from tests.image.documents import NODE_OS_RELEASE, versions
 
 HERE = Path(__file__).resolve().parent
@@ -142,9 +145,11 @@ class FakeSystem:
         self.state.write_text(json.dumps(state))
         self._lay_out_libraries()
         self.bin.mkdir()
+        port = tool_server_port()
         for tool in TOOLS:
-            self._wrapper(tool, f'exec "{sys.executable}" -S "{HERE / "fake_tools.py"}" {tool} "$@"')
-        self._wrapper("python3", f'exec "{sys.executable}" "$@"')
+            self._write_tool(tool, fake_tool_server.wrapper(tool, port))
+        # The image's python3 runs the steps' stdlib-only snippets: no site-packages (-S), as on a bare image.
+        self._write_tool("python3", f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
         if self.parent.efa:
             self._tool("fake-efa-install", *self.parent.efa)
 
@@ -182,7 +187,7 @@ class FakeSystem:
         fails."""
         text = re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: parameters[m.group(1)], versions.document(name))
         results = []
-        for phase in yaml.safe_load(text)["phases"]:
+        for phase in _phases(text):
             if phase["name"] not in phases:
                 continue
             for step in phase["steps"]:
@@ -204,6 +209,7 @@ class FakeSystem:
         if action == "ExecuteBash":
             done = subprocess.run(
                 ["bash", "-c", "\n".join(inputs["commands"])],
+                stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
                 env=self.env,
@@ -233,13 +239,45 @@ class FakeSystem:
             return f"Package: amazon-cloudwatch-agent\nVersion: {match.group(1)}-1\n".encode()
         return b"-----BEGIN PGP PUBLIC KEY BLOCK-----\nfake\n" if url.endswith((".key", ".gpg")) else b"signature"
 
-    def _wrapper(self, name: str, command: str) -> None:
+    def _write_tool(self, name: str, text: str) -> None:
         path = self.bin / name
-        path.write_text(f"#!/bin/sh\n{command}\n")
+        path.write_text(text)
         path.chmod(0o755)
 
     def _tool(self, *argv: str) -> None:
-        subprocess.run([str(self.bin / argv[0]), *argv[1:]], env=self.env, check=True)
+        subprocess.run([str(self.bin / argv[0]), *argv[1:]], env=self.env, stdin=subprocess.DEVNULL, check=True)
+
+
+@functools.cache
+def _phases(text: str) -> list[dict[str, Any]]:
+    """A document's phases, parsed once per text (the tests run the same documents with the same parameters)."""
+    return yaml.safe_load(text)["phases"]
+
+
+_server: subprocess.Popen[str] | None = None
+_port: int | None = None
+
+
+def tool_server_port() -> int:
+    """The port of this test process's fake-tool server (tests/image/fake_tool_server.py), started on first use."""
+    global _server, _port
+    if _server is None or _server.poll() is not None:
+        _server = subprocess.Popen(
+            [sys.executable, "-S", str(HERE / "fake_tool_server.py")],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert _server.stdout is not None
+        _port = int(_server.stdout.readline())
+        atexit.register(_stop_server, _server)
+    assert _port is not None
+    return _port
+
+
+def _stop_server(server: subprocess.Popen[str]) -> None:
+    server.kill()
+    server.wait()
 
 
 def _efa_tarball(version: str, plugin: str) -> bytes:

@@ -1,6 +1,7 @@
 """The commands a parent image answers with, faked for the component steps the tests run (tests/image/fake_system.py).
 
-Run as ``python3 fake_tools.py TOOL ARGS...`` by one small wrapper per tool on PATH. The parent image is a JSON
+Served by tests/image/fake_tool_server.py, which the small wrapper of each tool on PATH calls (``python3
+fake_tools.py TOOL ARGS...`` runs one by hand, in the same environment). The parent image is a JSON
 state file (``FAKE_STATE``): installed packages (dpkg), the versions the apt repositories offer (apt-cache
 madison), the loaded NVIDIA driver, the GPUs, the kernel. ``apt-get`` behaves like ``apt-get -y``: it refuses a
 version nobody offers and a downgrade without ``--allow-downgrades``, and logs every install with the version
@@ -13,6 +14,7 @@ import fnmatch
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 STATE = Path(os.environ.get("FAKE_STATE", "state.json"))
@@ -230,9 +232,13 @@ def dpkg(args: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def tools() -> dict[str, Callable[[list[str]], int]]:
+    """Every fake tool by its name on PATH: the package tools here, the machine's in fake_devices.py."""
     from fake_devices import TOOLS as DEVICE_TOOLS
 
-    TOOLS = {"apt-get": apt_get, "apt-cache": apt_cache, "apt-mark": apt_mark, "dpkg-query": dpkg_query, "dpkg": dpkg}
-    TOOLS.update(DEVICE_TOOLS)
-    sys.exit(TOOLS[sys.argv[1]](sys.argv[2:]))
+    package_tools = {"apt-get": apt_get, "apt-cache": apt_cache, "apt-mark": apt_mark, "dpkg-query": dpkg_query}
+    return {**package_tools, "dpkg": dpkg, **DEVICE_TOOLS}
+
+
+if __name__ == "__main__":
+    sys.exit(tools()[sys.argv[1]](sys.argv[2:]))

@@ -88,9 +88,17 @@ def installs(system: FakeSystem, pattern: str) -> list[str]:
 # --- CUDA: the parent's toolkits are what it carries, whether or not dpkg knows them ------------------------------
 
 
-def test_a_newer_default_cuda_of_the_pins_major_is_kept_and_no_older_toolkit_is_installed(tmp_path: Path) -> None:
-    system = FakeSystem(tmp_path, dlami())
-    results = succeeds(system, CUDA)
+@pytest.fixture(scope="module")
+def dlami_cuda(tmp_path_factory: pytest.TempPathFactory) -> tuple[FakeSystem, list[StepResult]]:
+    """The CUDA stack built once on the Deep Learning AMI as it is, for the tests that read that build."""
+    system = FakeSystem(tmp_path_factory.mktemp("dlami-cuda"), dlami())
+    return system, succeeds(system, CUDA)
+
+
+def test_a_newer_default_cuda_of_the_pins_major_is_kept_and_no_older_toolkit_is_installed(
+    dlami_cuda: tuple[FakeSystem, list[StepResult]],
+) -> None:
+    system, results = dlami_cuda
     assert installs(system, "cuda-toolkit") == []
     assert (system.root / "usr/local/cuda").readlink() == Path("cuda-13.2")
     recorded = system.recorded()
@@ -144,11 +152,18 @@ def test_a_newer_nccl_the_linker_finds_first_is_what_the_image_records(tmp_path:
     assert system.recorded()["NcclVersion"] == "2.31.2"
 
 
-def test_the_validate_phase_fails_when_programs_would_load_another_nccl_than_recorded(tmp_path: Path) -> None:
-    system = FakeSystem(tmp_path, dlami())
-    succeeds(system, CUDA)
-    (system.root / "etc/ld.so.conf.d/000_cuda.conf").write_text("/usr/local/cuda/lib\n")  # a change after the build
-    (failed,) = [r for r in system.run(CUDA[-1], ("validate",), PARAMETERS) if r.returncode]
+def test_the_validate_phase_fails_when_programs_would_load_another_nccl_than_recorded(
+    dlami_cuda: tuple[FakeSystem, list[StepResult]],
+) -> None:
+    system, _ = dlami_cuda
+    (passed,) = system.run(CUDA[-1], ("validate",), PARAMETERS)  # the build as it is passes its validate phase
+    assert passed.returncode == 0, _fail_message(passed)
+    conf = system.root / "etc/ld.so.conf.d/000_cuda.conf"
+    conf.write_text("/usr/local/cuda/lib\n")  # a change after the build
+    try:
+        (failed,) = [r for r in system.run(CUDA[-1], ("validate",), PARAMETERS) if r.returncode]
+    finally:
+        conf.unlink()  # the validate phase reads and writes nothing else: the shared build is as it was
     assert "programs load /usr/local/cuda-13.2/lib/libnccl.so.2.28.9" in failed.stderr
 
 
