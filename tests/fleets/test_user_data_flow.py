@@ -29,6 +29,7 @@ from tests.node.fake_aws import LifecycleFleet
 from tests.node.helpers import NODE_DIR, FakeImds
 from tests.node.serving.test_service_bootstrap import free_port
 from tests.node.test_bootstrap import INSTANCE_TYPES, Node, lifecycle_call, new_node, stop_service
+from tests.synth import build_once
 
 # isort: split
 # Importable once tests.node.helpers has put scripts/node on sys.path.
@@ -40,9 +41,11 @@ EXAMPLES_KEY = "4567cdef.zip"
 STANDIN = Path(__file__).resolve().parents[1] / "node" / "serving" / "service_standin.py"
 
 
-@pytest.fixture(scope="module")
-def aws_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return install_aws_cli(tmp_path_factory.mktemp("awscli"))
+@pytest.fixture(scope="session")
+def aws_cli(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The CLI unpacked once per test run, whichever xdist workers run these tests (tests/synth.py build_once); its
+    first start compiles its modules into that folder, for every later start of any worker."""
+    return build_once(pytestconfig, tmp_path_factory, "awscli", install_aws_cli) / "aws"
 
 
 def scripts_zip(folder: Path = NODE_DIR) -> bytes:

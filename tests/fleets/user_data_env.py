@@ -28,8 +28,8 @@ from botocore.exceptions import ClientError
 from tests.node.fake_aws import FakeAws
 
 
-def install_aws_cli(target: Path) -> Path:
-    """The AWS CLI under ``target``; returns the path of its ``aws`` launcher."""
+def install_aws_cli(target: Path) -> None:
+    """The AWS CLI under ``target``, started by its launcher ``target``/aws."""
     jsii = Path(aws_cdk.__file__).parent / "asset_awscli_v1" / "_jsii"
     (bundle,) = jsii.glob("asset-awscli-v1@*.jsii.tgz")
     with tarfile.open(bundle) as tar:
@@ -42,7 +42,6 @@ def install_aws_cli(target: Path) -> Path:
     # PYTHONPATH only for the CLI: the node scripts keep the test environment's boto3.
     launcher.write_text(f'#!/bin/sh\nPYTHONPATH={target / "awscli"} exec {sys.executable} -m awscli "$@"\n')
     launcher.chmod(0o755)
-    return launcher
 
 
 @dataclass

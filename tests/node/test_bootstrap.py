@@ -242,6 +242,30 @@ def node(tmp_path: Path, shared_aws: FakeAws) -> Iterator[Node]:
     stop_service(tmp_path)
 
 
+@dataclass
+class Booted:
+    """One bootstrap of the default node (a p4d that passes every step), read by several tests: the node's files,
+    the run's result, and what the endpoint and the group saw by the end of it."""
+
+    node: Node
+    result: Result
+    aws_calls: list[dict[str, str]]
+    cloudwatch_calls: list[tuple[str, bytes]]
+    fleet_state: str
+
+
+@pytest.fixture(scope="module")
+def booted(tmp_path_factory: pytest.TempPathFactory, shared_aws: FakeAws) -> Iterator[Booted]:
+    """The default node bootstrapped once for the module (each run costs about 1.3 s of CPU: five Python starts)."""
+    tmp = tmp_path_factory.mktemp("booted")
+    shared_aws.reset()
+    with FakeImds() as imds:
+        node = new_node(tmp, shared_aws, imds)
+        result = node.run()
+    yield Booted(node, result, list(shared_aws.calls), list(shared_aws.cloudwatch_calls), shared_aws.fleet.state)
+    stop_service(tmp)
+
+
 def lifecycle_call(node: Node, result: str) -> dict[str, str]:
     return {
         "Action": "CompleteLifecycleAction",
@@ -270,8 +294,8 @@ def assert_abandoned(node: Node, result: Result, step: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_every_step_runs_in_order_then_the_launch_hook_continues(node: Node) -> None:
-    result = node.run()
+def test_every_step_runs_in_order_then_the_launch_hook_continues(booted: Booted) -> None:
+    node, result = booted.node, booted.result
 
     assert result.returncode == 0, result.stderr
     assert result.steps("start") == STEPS
@@ -290,11 +314,11 @@ def test_every_step_runs_in_order_then_the_launch_hook_continues(node: Node) -> 
         "systemctl enable --now spot-watcher.service",
         *[f"{show} gpu-health.timer", f"{show} spot-watcher.service"] * 2,
     ]
-    assert node.aws.calls == [lifecycle_call(node, "CONTINUE")]  # last, and only once everything passed
-    assert node.fleet.state == "InService"
+    assert booted.aws_calls == [lifecycle_call(node, "CONTINUE")]  # last, and only once everything passed
+    assert booted.fleet_state == "InService"
     assert "launch lifecycle hook completed with CONTINUE" in result.log
     # The boot-time GPU check published its metric to the fleet's namespace (not the default one).
-    ((operation, body),) = node.aws.cloudwatch_calls
+    ((operation, body),) = booted.cloudwatch_calls
     assert operation == "PutMetricData"
     assert b"GpuPlatform/Test" in body and node.fleet.asg_name.encode() in body
 
@@ -325,8 +349,9 @@ def test_expected_gpus_is_added_to_node_env_once(node: Node) -> None:
     assert text.count("EXPECTED_GPUS=") == 1 and text.count("EXPECTED_EFA=") == 1
 
 
-def test_units_are_installed_and_the_log_is_world_readable(node: Node) -> None:
-    assert node.run().returncode == 0
+def test_units_are_installed_and_the_log_is_world_readable(booted: Booted) -> None:
+    node = booted.node
+    assert booted.result.returncode == 0, booted.result.stderr
     installed = sorted(path.name for path in node.path("SYSTEMD_UNIT_DIR").iterdir())
     assert installed == sorted(layout.UNITS)
     for path in node.path("SYSTEMD_UNIT_DIR").iterdir():
@@ -351,8 +376,9 @@ def test_containers_enabled_starts_the_container_runtime(node: Node) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_p4d_gets_gpudirect_rdma_in_its_efa_environment(node: Node) -> None:
-    assert node.run().returncode == 0
+def test_p4d_gets_gpudirect_rdma_in_its_efa_environment(booted: Booted) -> None:
+    node = booted.node
+    assert booted.result.returncode == 0, booted.result.stderr
     profile = node.path("PROFILE_SCRIPT").read_text()
     exports = [line for line in profile.splitlines() if not line.startswith("#")]
     assert exports == ["export FI_PROVIDER=efa", "export FI_EFA_USE_DEVICE_RDMA=1", "export NCCL_DEBUG=WARN"]
