@@ -147,6 +147,11 @@ class ResourceNames:
         return f"{security_stack_name}-GpuNodeRole*"
 
     @property
+    def budget_name(self) -> str:
+        """The environment's AWS Budgets cost budget (config/budget.py)."""
+        return f"{self.prefix}-monthly-cost"
+
+    @property
     def dashboard_name(self) -> str:
         """The environment's CloudWatch dashboard (monitoring stack)."""
         return self.prefix

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, field_validator, mo
 from config.alarms import Alarms
 from config.audit import LOG_RETENTION_DAYS, Audit, Logging, ObjectLockMode, TrailObjectLock
 from config.base import ENV_NAME, Strict, WrittenInt
+from config.budget import Budget
 from config.fleets import Fleet, Scheduler
 from config.image import Image
 from config.jobs import Jobs
@@ -95,6 +96,8 @@ class Environment(Strict):
     fleets: list[Fleet] = Field(default_factory=list)
     image: Image = Image()
     notifications: Notifications = Notifications()
+    #: An AWS Budgets cost budget of the account, notifying the alerts topic (config/budget.py); none when left out.
+    budget: Budget | None = None
     alarms: Alarms = Alarms()
     preflight: Preflight = Preflight()
     jobs: Jobs = Jobs()

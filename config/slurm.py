@@ -110,10 +110,17 @@ class Login(Strict):
         return value
 
 
+#: The QoS people submit urgent work with (``--qos urgent``): its priority puts it ahead of fair share.
+URGENT_QOS = "urgent"
+URGENT_PRIORITY = 1000
+
+
 class Team(Strict):
-    """A team: a Slurm account that its members' jobs are charged to."""
+    """A team: a Slurm account that its members' jobs are charged to, with its fair-share ``shares`` (a team's part
+    of the cluster is its shares over all teams' shares)."""
 
     name: str
+    shares: Annotated[int, Field(ge=1, le=1_000_000, description="Slurm Fairshare= of the team's account")] = 1
 
     @field_validator("name")
     @classmethod

@@ -8,9 +8,15 @@ from aws_cdk import aws_ec2 as ec2
 
 from config import Environment
 from config.catalog import InstanceType
-from config.fleets import Fleet
+from config.fleets import Fleet, Scheduler
 from config.identity import file_system_identity
-from gpu_constructs.fleet.render.node_settings import NodeSite, instance_type_facts, node_env, service_json
+from gpu_constructs.fleet.render.node_settings import (
+    NodeSite,
+    instance_type_facts,
+    node_env,
+    people_json,
+    service_json,
+)
 from gpu_constructs.fleet.render.user_data import NodeScripts, render_user_data
 
 
@@ -23,7 +29,9 @@ def fleet_user_data(
     agent_config_json: str,
     scripts: NodeScripts,
 ) -> ec2.UserData:
-    """The fleet's boot script: the node's settings, its instance types' facts, the agent and its scripts."""
+    """The fleet's boot script: the node's settings, its instance types' facts, the agent and its scripts; on a
+    Slurm fleet's nodes also the cluster's people (their POSIX users, the same uids as on the login nodes)."""
+    people = people_json(env.slurm) if fleet.scheduler is Scheduler.SLURM and env.slurm is not None else None
     user_data = ec2.UserData.for_linux()
     # The file system comes from the Storage stack's output: its identity here makes a replacement of it
     # a new launch template version in the same deploy (config/identity.py).
@@ -37,6 +45,7 @@ def fleet_user_data(
                 agent_config_json=agent_config_json,
                 scripts=scripts,
                 service_json=service_json(fleet),
+                people_json=people,
                 every_boot=fleet.warm_pool is not None,
             ),
         )

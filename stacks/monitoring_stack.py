@@ -17,6 +17,7 @@ from config.naming import ResourceNames
 from gpu_constructs.fleet.gpu_fleet import TERMINATE_HOOK_TIMEOUT
 from gpu_constructs.fleet.service_load_balancer import ServiceLoadBalancer
 from gpu_constructs.observability.alarm_factory import AlarmFactory
+from gpu_constructs.observability.cost_budget import CostBudget
 from gpu_constructs.observability.fleet_alarms import FleetAlarms
 from gpu_constructs.observability.fsx_alarms import FsxAlarms
 from gpu_constructs.observability.platform_dashboard import FleetPanel, PlatformDashboard
@@ -74,6 +75,11 @@ class MonitoringStack(PlatformStack):
         )
         self._stamp_readers()
         self.dashboard = self._dashboard(asg_fleets, targets)
+        self.budget = (
+            CostBudget(self, "Budget", name=names.budget_name, config=env.budget, topic=topic)
+            if env.budget is not None
+            else None
+        )
 
     def _fleet_alarms(self, fleet: Fleet, factory: AlarmFactory) -> FleetAlarms:
         """The alarms of one Auto Scaling fleet, on its group's metrics and its nodes' GPU and health metrics."""

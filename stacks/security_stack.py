@@ -61,6 +61,7 @@ class SecurityStack(PlatformStack):
             alarm_prefix=f"{names.prefix}-",
             alerts_topic_name=names.alerts_topic,
             removal_policy=self.removal_policy,
+            budgets=env.budget is not None,
         )
         self.logs_key, self.data_key, self.trail_key, self.alerts_key = keys.logs, keys.data, keys.trail, keys.alerts
         self.boundary = self._permissions_boundary()
@@ -78,6 +79,7 @@ class SecurityStack(PlatformStack):
             key=self.logs_key,
             log_retention=self.log_retention,
             removal_policy=self.removal_policy,
+            run_as=env.slurm is not None,  # people reach the Slurm login nodes as themselves
         )
         # In every environment, trained on or not: a retained group with a fixed name must not come and
         # go with the fleets (a second create of the name fails).
@@ -179,6 +181,7 @@ class SecurityStack(PlatformStack):
             key=self.alerts_key,
             emails=self._env.notifications.emails,
             removal_policy=self.removal_policy,
+            budgets=self._env.budget is not None,
         ).topic
         CfnOutput(
             self,

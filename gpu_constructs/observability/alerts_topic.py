@@ -19,6 +19,7 @@ class AlertsTopic(Construct):
 
     - CloudWatch alarms of this account whose names start with ``name_prefix`` (alarm actions);
     - EventBridge rules of this account whose names start with ``name_prefix`` (Spot notices);
+    - AWS Budgets notifications of this account, where the environment has a ``budget:``;
     - Auto Scaling notifications need no statement: they publish as the account's Auto Scaling
       service-linked role, whose managed policy allows ``sns:Publish``.
 
@@ -40,6 +41,7 @@ class AlertsTopic(Construct):
         key: kms.IKey,
         emails: Sequence[str],
         removal_policy: RemovalPolicy,
+        budgets: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -68,6 +70,21 @@ class AlertsTopic(Construct):
                 conditions={"ArnLike": {"aws:SourceArn": rules}, "StringEquals": this_account},
             )
         )
+        if budgets:
+            # AWS Cost Management user guide, "Creating an Amazon SNS topic for budget notifications": the account's
+            # budgets publish as budgets.amazonaws.com with aws:SourceAccount and aws:SourceArn arn:aws:budgets::<account>:*.
+            self.topic.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="BudgetsOfThisAccountPublish",
+                    principals=[iam.ServicePrincipal("budgets.amazonaws.com")],
+                    actions=["sns:Publish"],
+                    resources=[self.topic.topic_arn],
+                    conditions={
+                        "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:budgets::{stack.account}:*"},
+                        "StringEquals": this_account,
+                    },
+                )
+            )
         for address in emails:
             subscription = self.topic.add_subscription(subscriptions.EmailSubscription(address))
             subscription.apply_removal_policy(removal_policy)

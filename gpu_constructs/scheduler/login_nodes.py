@@ -14,6 +14,7 @@ from config.image import MAX_ROOT_VOLUME_GIB
 from config.slurm import Login
 from gpu_constructs.compliance.cfn_child import cfn_child
 from gpu_constructs.fleet.fleet_launch_template import ROOT_DEVICE
+from gpu_constructs.scheduler.login_user_data import login_user_data
 from gpu_constructs.scheduler.slurm_fleet import multipart
 
 
@@ -23,8 +24,9 @@ class LoginNodes(Construct):
     public address, no ingress but Slurm's. Its own launch template: IMDSv2 only, an encrypted gp3 root volume
     that holds the image (``MAX_ROOT_VOLUME_GIB``), the node group (HTTPS to AWS, so the SSM agent and the PCS
     agent reach their APIs; Lustre) and the Slurm nodes' group, and user data in the MIME multi-part form PCS
-    takes (an empty shell part: what a login node runs comes from the image). The node group names the template's latest
-    version, so a new AMI or setting reaches the login nodes PCS launches next.
+    takes: one shell part with the cluster's people (``people_json``), their POSIX users and, with
+    ``accounting``, the unit that applies Slurm accounting (login_user_data.py). The node group names the
+    template's latest version, so a new AMI, setting or person reaches the login nodes PCS launches next.
 
     Attributes:
         launch_template, node_group (the L1 AWS::PCS::ComputeNodeGroup).
@@ -42,14 +44,18 @@ class LoginNodes(Construct):
         instance_profile: iam.IInstanceProfile,
         security_groups: Sequence[ec2.ISecurityGroup],
         volume_key: kms.IKey,
+        people_json: str,
+        accounting: bool,
     ) -> None:
         super().__init__(scope, construct_id)
         first, *others = security_groups
+        user_data = ec2.UserData.for_linux()
+        user_data.add_commands(*login_user_data(people_json, accounting=accounting))
         self.launch_template = ec2.LaunchTemplate(
             self,
             "Template",
             machine_image=machine_image,
-            user_data=multipart(ec2.UserData.for_linux()),
+            user_data=multipart(user_data),
             block_devices=[
                 ec2.BlockDevice(
                     device_name=ROOT_DEVICE,

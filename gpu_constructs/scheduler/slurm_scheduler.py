@@ -15,6 +15,7 @@ from constructs import Construct, IConstruct
 from config.catalog import InstanceType
 from config.fleets import Fleet
 from config.slurm import Slurm
+from gpu_constructs.fleet.render.node_settings import people_json
 from gpu_constructs.scheduler.login_nodes import LoginNodes
 from gpu_constructs.scheduler.slurm_cluster import SlurmCluster
 from gpu_constructs.scheduler.slurm_fleet import NodeSecurityGroups, SlurmFleet
@@ -97,6 +98,8 @@ class SlurmScheduler(Construct):
             instance_profile=profiles.login,
             security_groups=[groups.node, self.security_groups.nodes],
             volume_key=volume_key,
+            people_json=people_json(slurm),
+            accounting=slurm.accounting,
         )
         node_groups = NodeSecurityGroups(groups.node, groups.efa, groups.training, self.security_groups.nodes)
         self.fleets = {

@@ -82,6 +82,7 @@ class PlatformKeys(Construct):
         alarm_prefix: str,
         alerts_topic_name: str,
         removal_policy: RemovalPolicy,
+        budgets: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -94,6 +95,8 @@ class PlatformKeys(Construct):
         _grant_data(self.data, stack, autoscaling)
         _grant_trail(self.trail, stack)
         _grant_alerts(self.alerts, stack, autoscaling, alarm_prefix=alarm_prefix, alerts_topic_name=alerts_topic_name)
+        if budgets:
+            _grant_budgets(self.alerts, stack, alerts_topic_name)
 
     def _key(self, construct_id: str, env_name: str, purpose: str, removal_policy: RemovalPolicy) -> kms.Key:
         return kms.Key(
@@ -231,3 +234,19 @@ def _grant_alerts(
     # Auto Scaling notifications publish as the service-linked role (its managed policy allows
     # sns:Publish, not KMS): SNS requires the role, not a service principal, in the key policy.
     key.add_to_resource_policy(autoscaling.statement("AutoScalingPublishesToAlerts", publish))
+
+
+def _grant_budgets(key: kms.Key, stack: Stack, alerts_topic_name: str) -> None:
+    """AWS Budgets publishes its notifications to the encrypted alerts topic: SNS asks the key for it, with the
+    topic's ARN as encryption context, which holds the grant to this topic (the topic policy holds the budget to
+    this account)."""
+    topic_arn = f"arn:{stack.partition}:sns:{stack.region}:{stack.account}:{alerts_topic_name}"
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="BudgetsPublishToAlerts",
+            principals=[iam.ServicePrincipal("budgets.amazonaws.com")],
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+            resources=["*"],
+            conditions={"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": topic_arn}},
+        )
+    )

@@ -15,6 +15,13 @@ class SessionManagerLogging(Construct):
     Operators start sessions with ``--document-name <document_name>``; the
     session data channel is encrypted with ``key`` as well.
 
+    ``run_as`` (an environment with Slurm): Session Manager's Run As is on for
+    sessions of this document, so a session opens as the OS user named by the
+    caller's IAM principal tag ``SSMSessionRunAs``, never as ``ssm-user`` (which
+    has sudo); a caller without the tag, or whose user the node lacks, gets no
+    session (AWS Systems Manager User Guide, "Turn on Run As support for Linux
+    and macOS managed nodes"; ``runAsEnabled`` in the Session document schema).
+
     Attributes:
         log_group, document_name, key.
     """
@@ -29,6 +36,7 @@ class SessionManagerLogging(Construct):
         key: kms.IKey,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
+        run_as: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.key = key
@@ -58,7 +66,7 @@ class SessionManagerLogging(Construct):
                     "cloudWatchStreamingEnabled": True,
                     "s3BucketName": "",
                     "kmsKeyId": key.key_id,
-                    "runAsEnabled": False,
+                    "runAsEnabled": run_as,
                     "idleSessionTimeout": "20",
                     "shellProfile": {"linux": "cd ~ && exec bash -l"},
                 },

@@ -128,6 +128,20 @@ def _commitments(report: dict[str, Any], console: Console) -> None:
         )
 
 
+def _budget(report: dict[str, Any], console: Console) -> None:
+    budget = report.get("budget")
+    if not budget:
+        return
+    share = budget["planned_percent"]
+    first = min(budget["actual_percent"], default=100)
+    over = " [red]past its first notification[/]" if share["desired"] >= first else ""
+    console.print(
+        f"[bold]budget[/]: {usd(budget['monthly_usd'])}/month (AWS Budgets, the whole account); the planned month is "
+        f"{share['desired']} % of it at desired, {share['max']} % at max{over}",
+        soft_wrap=True,
+    )
+
+
 def render(report: dict[str, Any], console: Console) -> None:
     prices = report["prices"]
     console.print(
@@ -158,6 +172,7 @@ def render(report: dict[str, Any], console: Console) -> None:
     if once:
         console.print(f"[bold]plus Capacity Blocks[/]: {usd(once, 'capacity_block' in report['estimates'])} once")
     _slurm_cluster(report, console)
+    _budget(report, console)
     _commitments(report, console)
     for kind, text in report["estimates"].items():
         console.print(f"[yellow]~ estimate ({kind}): {escape(text)}[/]", soft_wrap=True)

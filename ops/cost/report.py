@@ -129,6 +129,20 @@ def _totals(fleets: list[dict[str, Any]], money: list[Money], items: list[Item])
     }
 
 
+def _budget(env: Environment, total: dict[str, Any]) -> dict[str, Any] | None:
+    """The planned month (at desired and at max) against the environment's AWS Budgets amount, where it has one."""
+    if env.budget is None:
+        return None
+    amount = env.budget.monthly_usd
+    planned = {level: total["at"][level]["monthly_usd"]["planned"] for level in ("desired", "max")}
+    return {
+        "monthly_usd": amount,
+        "actual_percent": env.budget.actual_percent,
+        "forecast_percent": env.budget.forecast_percent,
+        "planned_percent": {level: round(100 * usd / amount, 1) for level, usd in planned.items()},
+    }
+
+
 def estimate(
     env: Environment,
     prices: PriceTable,
@@ -137,7 +151,7 @@ def estimate(
     usage: dict[str, Usage] | None = None,
 ) -> dict[str, Any]:
     """``{"environment", "region", "prices", "fleets", "shared", "commitments", "total", "estimates", "slurm",
-    "left_out", "notes"}``; money in USD. ``usage``: each fleet's ``monthly_usage``, followed here if None."""
+    "budget", "left_out", "notes"}``; money in USD. ``usage``: each fleet's ``monthly_usage``, followed here if None."""
     types = sorted({f.instance_types[0] for f in env.fleets})
     check_region(prices, types, any(f.uses_spot for f in env.fleets), cpu_types(env))
     usage = usage or {f.name: monthly_usage(f) for f in env.fleets}
@@ -168,6 +182,7 @@ def estimate(
         "hours_per_month": HOURS_PER_MONTH,
         "estimates": {kind: ESTIMATES[kind] for kind in sorted(flagged)},
         "slurm": cluster.section,
+        "budget": _budget(env, _totals(fleets, [money for _, money in reports], items)),
         "left_out": [item.as_dict() for item in [*left_out(env), *cluster.left_out]],
         "notes": [*(notes or []), *shared_notes],
     }

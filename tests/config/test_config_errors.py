@@ -76,7 +76,7 @@ def both(*mutations: Mutation) -> Mutation:
 
 
 TOP_LEVEL_KEYS = (
-    "account, alarms, audit, availability_zones, fleets, image, jobs, logging, name, network, notifications, "
+    "account, alarms, audit, availability_zones, budget, fleets, image, jobs, logging, name, network, notifications, "
     "placement_group_tags, preflight, protect_stateful_resources, region, slurm, storage, tags"
 )
 NETWORK_KEYS = "egress, gpu_subnet_mask, nat_gateways, public_subnet_mask, vpc_cidr"

@@ -155,3 +155,48 @@ def test_every_group_notification_reaches_a_person(synth: Synth, env: str) -> No
             _reaches_a_person(environment, topic, publish, kms_context, identity=[AUTOSCALING_ROLE_PUBLISHES])
             followed += 1
     assert followed == len(environment.config.fleets)
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_budget_notification_reaches_a_person(synth: Synth, env: str) -> None:
+    """AWS Budgets publishes as budgets.amazonaws.com with the budget's ARN and account (AWS Cost Management user
+    guide, budget notifications to SNS); SNS asks the topic's key for it with the topic as encryption context."""
+    environment = Environment(synth, env)
+    budgets = environment.resources("AWS::Budgets::Budget")
+    if environment.config.budget is None:
+        assert budgets == []
+        return
+    ((ref, budget),) = budgets
+    props = budget["Properties"]
+    name = props["Budget"]["BudgetName"]
+    assert props["Budget"]["BudgetLimit"] == {"Amount": environment.config.budget.monthly_usd, "Unit": "USD"}
+    source = {
+        "aws:SourceArn": f"arn:aws:budgets::{environment.account}:budget/{name}",
+        "aws:SourceAccount": environment.account,
+    }
+    publish = Request("sns:Publish", "", {"Service": "budgets.amazonaws.com"}, source)
+    expected = [("ACTUAL", p) for p in environment.config.budget.actual_percent]
+    expected += [("FORECASTED", p) for p in environment.config.budget.forecast_percent]
+    seen = []
+    for entry in props["NotificationsWithSubscribers"]:
+        seen.append((entry["Notification"]["NotificationType"], entry["Notification"]["Threshold"]))
+        (subscriber,) = entry["Subscribers"]
+        assert subscriber["SubscriptionType"] == "SNS"
+        topic = _topic_of(environment, ref.stack, subscriber["Address"])
+        assert topic is not None, f"{ref}: a budget notification goes to a topic of this environment"
+        _reaches_a_person(environment, topic, publish, {})
+    assert seen == expected
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_a_budget_of_another_account_cannot_publish(synth: Synth, env: str) -> None:
+    environment = Environment(synth, env)
+    ((topic, _),) = environment.resources("AWS::SNS::Topic")
+    policy = environment.policy_of("AWS::SNS::TopicPolicy", "Topics", topic)
+    arn = environment.resolver(topic.stack)._arn(topic.logical_id)
+    source = {
+        "aws:SourceArn": "arn:aws:budgets::999999999999:budget/x",
+        "aws:SourceAccount": "999999999999",
+        "aws:SecureTransport": True,
+    }
+    assert not service_may(policy, Request("sns:Publish", arn, {"Service": "budgets.amazonaws.com"}, source))

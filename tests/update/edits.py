@@ -174,6 +174,14 @@ def association_prefix(data: Config) -> str | None:
     return None
 
 
+def budget(data: Config) -> str | None:
+    if not data.get("budget"):
+        return "no budget"
+    data["budget"]["monthly_usd"] = data["budget"]["monthly_usd"] * 2
+    data["budget"]["actual_percent"] = [50, 80, 100]
+    return None
+
+
 def remove_fleet(data: Config) -> str | None:
     if len(data.get("fleets", [])) < 2:
         return "fewer than two fleets"
@@ -248,6 +256,7 @@ IN_PLACE: tuple[Edit, ...] = (
     Edit("certificate", certificate, "the listener changes in place to HTTPS"),
     Edit("new instance type", new_instance_type, "a new launch template version and mixed-instances override"),
     Edit("desired capacity", capacity_desired, "the groups' desired changes in place"),
+    Edit("budget", budget, "the amount changes in place; new percentages are a new budget under a new name"),
     Edit(
         "image component version", image_version, "a new component version and recipe version; the next build uses them"
     ),

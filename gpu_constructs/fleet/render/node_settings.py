@@ -1,6 +1,6 @@
 """What a node of one fleet is told at boot: its settings (``/etc/gpu-platform/node.env``), the facts of
-its instance types (``instance-types.json``), the CloudWatch agent config and, on a served fleet, its service
-(``service.json``), rendered from typed config.
+its instance types (``instance-types.json``), the CloudWatch agent config, on a served fleet its service
+(``service.json``) and on a Slurm node the cluster's people (``people.json``), rendered from typed config.
 
 The names in ``node.env`` are the contract with ``scripts/node/`` (its README lists each one).
 """
@@ -15,6 +15,7 @@ from typing import Any
 from config.catalog import InstanceType
 from config.fleets import Fleet, Scheduler
 from config.naming import ResourceNames, launch_hook_name, terminate_hook_name
+from config.slurm import URGENT_PRIORITY, URGENT_QOS, Slurm
 from gpu_constructs.fleet.render.agent_config import NodeLogFile, agent_config, to_json
 from gpu_constructs.fleet.render.node_logs import NODE_LOGS
 
@@ -95,6 +96,19 @@ def service_json(fleet: Fleet) -> str | None:
             "command": service.command,
             "image": service.image,
             "start_timeout_seconds": service.start_timeout_seconds,
+        },
+        sort_keys=True,
+    )
+
+
+def people_json(slurm: Slurm) -> str:
+    """``/etc/gpu-platform/people.json`` of the Slurm nodes, login and compute (scripts/node/slurm_people.py reads
+    it): the teams with their fair-share shares, the people with their uids and teams, the urgent QoS. One line."""
+    return json.dumps(
+        {
+            "teams": [{"name": team.name, "shares": team.shares} for team in slurm.teams],
+            "users": [{"name": user.name, "uid": user.uid, "team": user.team} for user in slurm.users],
+            "urgent_qos": {"name": URGENT_QOS, "priority": URGENT_PRIORITY},
         },
         sort_keys=True,
     )

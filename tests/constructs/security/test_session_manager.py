@@ -28,3 +28,13 @@ def test_sessions_stream_encrypted_to_the_named_group() -> None:
     assert inputs["cloudWatchEncryptionEnabled"] is True and inputs["cloudWatchStreamingEnabled"] is True
     assert inputs["kmsKeyId"]["Ref"].startswith("Key")  # the data channel too
     assert inputs["runAsEnabled"] is False
+
+
+def test_run_as_is_on_where_asked() -> None:
+    """A Slurm environment's sessions open as the caller's SSMSessionRunAs user, never as ssm-user."""
+    stack = bare_stack()
+    SessionManagerLogging(stack, "S", document_name="d", log_group_name="/g", key=key(stack), log_retention=RETENTION,
+                          removal_policy=DESTROY, run_as=True)  # fmt: skip
+    _, doc = only(template(stack), "AWS::SSM::Document")
+    inputs = doc["Properties"]["Content"]["inputs"]
+    assert inputs["runAsEnabled"] is True and "runAsDefaultUser" not in inputs  # no shared fallback user
