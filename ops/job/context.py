@@ -21,7 +21,9 @@ from ops.preflight.aws import NO_CREDENTIALS, Aws, describe_failure, error_code
 #: What the job commands call; named in the fix of an access-denied error.
 JOB_ACCESS = (
     "autoscaling:DescribeAutoScalingGroups, ec2:DescribeInstances, ssm:SendCommand (the job document and the "
-    "fleet's instances), ssm:ListCommands, ssm:GetCommandInvocation, logs:DescribeLogStreams, logs:FilterLogEvents"
+    "fleet's instances), ssm:ListCommands, ssm:GetCommandInvocation, logs:DescribeLogStreams, logs:FilterLogEvents; "
+    "on a Slurm fleet pcs:ListClusters, pcs:ListTagsForResource, pcs:ListComputeNodeGroups, pcs:ListQueues, "
+    "pcs:GetQueue and ssm:SendCommand (AWS-RunShellScript on the login nodes)"
 )
 _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}
 _REJECTED = {"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from rich import box
@@ -19,6 +19,13 @@ from ops.job.launch import Plan
 from ops.job.remote import Invocation
 
 _STATE_STYLE = {"active": "green", "activating": "green", "inactive": "blue", "failed": "red", "unknown": "yellow"}
+_SLURM_STYLE = {
+    "RUNNING": "green",
+    "COMPLETED": "green",
+    "PENDING": "yellow",
+    "REQUEUED": "yellow",
+    "CANCELLED": "blue",
+}
 
 
 def _err() -> Console:
@@ -83,4 +90,24 @@ def states_table(job: str, reports: dict[str, dict[str, Any]]) -> None:
             exit_code,
             str(r.get("started_at") or "-"),
         )
+    Console(highlight=False).print(table)
+
+
+def slurm_table(report: dict[str, Any]) -> None:
+    """A Slurm job (ops/job/slurm.py ``report``): its nodes, state and exit code as a node's row on the SSM path,
+    then its elapsed time, GPUs and GPU-hours from accounting."""
+    title = f"job {report['job']} ({report['name']}, {report['user']}, account {report['account']})"
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    for column in ("nodes", "state", "exit code", "started at (UTC)", "elapsed", "GPUs", "GPU-hours"):
+        table.add_column(column, overflow="fold")
+    started = report.get("started_at")
+    table.add_row(
+        escape(report["nodes"] or "-"),
+        f"[{_SLURM_STYLE.get(report['state'], 'red')}]{report['state']}[/]",
+        "-" if report.get("exit_code") is None else str(report["exit_code"]),
+        datetime.fromisoformat(started).strftime("%Y-%m-%d %H:%M:%S") if started else "-",
+        report["elapsed"],
+        str(report["gpus"]),
+        f"{report['gpu_hours']:.2f}",
+    )
     Console(highlight=False).print(table)

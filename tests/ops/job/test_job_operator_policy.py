@@ -31,6 +31,11 @@ ROOT = Path(__file__).resolve().parents[3]
 PLATFORM_DOC = ROOT / "docs" / "platform.md"
 OPERATOR_CODE = [ROOT / "ops" / "job", ROOT / "ops" / "fabric"]
 FLEET = "training"
+#: The Slurm side of the job commands (ops/job/slurm*.py) and the module whose wait it shares.
+SLURM_CODE = sorted((ROOT / "ops" / "job").glob("slurm*.py"))
+LOGIN_GROUP = "pcs_abcdef0123"  # <login node group id>
+SSM_POLICY = "Who may run jobs"
+SLURM_POLICY = "Who may use the Slurm fleets through the command"
 
 #: Calls that need no permission: GetCallerIdentity answers whatever the policy says.
 NEEDS_NO_PERMISSION = {"sts:GetCallerIdentity"}
@@ -92,19 +97,26 @@ def iam_actions(calls: set[tuple[str, str]]) -> set[str]:
     return actions
 
 
-def code_actions(*folders: Path) -> set[str]:
-    return iam_actions({call for folder in folders for path in sorted(folder.glob("*.py")) for call in scan(path)})
+def code_actions(*folders: Path, leave_out: Iterable[Path] = ()) -> set[str]:
+    files = {path for folder in folders for path in folder.glob("*.py")} - set(leave_out)
+    return iam_actions({call for path in sorted(files) for call in scan(path)})
 
 
-def documented_policy(names: ResourceNames, region: str, account: str) -> dict:
-    """The JSON block of "Who may run jobs." in the Training jobs section, placeholders filled."""
+def slurm_actions() -> set[str]:
+    """What the Slurm side calls: its own modules, and GetCommandInvocation through remote.wait."""
+    return iam_actions({call for path in SLURM_CODE for call in scan(path)}) | {"ssm:GetCommandInvocation"}
+
+
+def documented_policy(names: ResourceNames, region: str, account: str, title: str = SSM_POLICY) -> dict:
+    """The JSON block after "**<title>.**" in the Training jobs section, placeholders filled."""
     text = PLATFORM_DOC.read_text()
     section = text[text.index("### Training jobs") :]
     section = section[: section.index("\n## ")]
-    block = re.search(r"\*\*Who may run jobs\.\*\*.*?```json\n(.*?)```", section, re.DOTALL)
-    assert block, "docs/platform.md: Training jobs: no ```json block after **Who may run jobs.**"
+    block = re.search(rf"\*\*{re.escape(title)}\.\*\*.*?```json\n(.*?)```", section, re.DOTALL)
+    assert block, f"docs/platform.md: Training jobs: no ```json block after **{title}.**"
     filled = block.group(1)
-    for placeholder, value in {"<region>": region, "<account>": account, "<env>": names.env, "<fleet>": FLEET}.items():
+    values = {"<region>": region, "<account>": account, "<env>": names.env, "<fleet>": FLEET}
+    for placeholder, value in {**values, "<login node group id>": LOGIN_GROUP}.items():
         filled = filled.replace(placeholder, value)
     assert "<" not in filled, f"an unknown placeholder in the operator policy: {filled}"
     return json.loads(filled)
@@ -167,6 +179,30 @@ def requests(names: ResourceNames, region: str, account: str) -> dict[str, list[
     }
 
 
+def slurm_requests(region: str, account: str) -> dict[str, list[Request]]:
+    """Each action the Slurm side calls, with the resources and condition keys of its requests."""
+    login = f"arn:aws:ec2:{region}:{account}:instance/i-0123456789abcdef0"
+    made: dict[str, list[tuple[str, dict[str, str]]]] = {
+        "ssm:SendCommand": [
+            (f"arn:aws:ssm:{region}::document/AWS-RunShellScript", {}),
+            (login, {"ssm:resourceTag/aws:pcs:compute-node-group-id": LOGIN_GROUP}),
+        ],
+        **{
+            action: [("*", {})]
+            for action in (
+                "ssm:GetCommandInvocation",
+                "ec2:DescribeInstances",
+                "pcs:ListClusters",
+                "pcs:ListTagsForResource",
+                "pcs:ListComputeNodeGroups",
+                "pcs:ListQueues",
+                "pcs:GetQueue",
+            )
+        },
+    }
+    return {action: [(action, resource, keys) for resource, keys in each] for action, each in made.items()}
+
+
 def test_the_scan_reads_each_form_of_call(tmp_path: Path) -> None:
     assert scan(ROOT / "ops/job/remote.py") == {("ssm", "send_command"), ("ssm", "get_command_invocation")}
     assert scan(ROOT / "ops/job/history.py") == {("ssm", "list_commands")}
@@ -187,7 +223,25 @@ def test_the_scan_reads_each_form_of_call(tmp_path: Path) -> None:
 
 def test_every_call_of_the_job_commands_has_its_requests_listed(setting) -> None:
     _, names, region, account = setting
-    assert code_actions(*OPERATOR_CODE) - NEEDS_NO_PERMISSION == set(requests(names, region, account))
+    ssm_path = code_actions(*OPERATOR_CODE, leave_out=SLURM_CODE) - NEEDS_NO_PERMISSION
+    assert ssm_path == set(requests(names, region, account))
+    assert slurm_actions() - NEEDS_NO_PERMISSION == set(slurm_requests(region, account))
+
+
+def test_the_documented_slurm_statement_allows_the_slurm_side_and_nothing_else(setting) -> None:
+    _, names, region, account = setting
+    policy = documented_policy(names, region, account, SLURM_POLICY)
+    assert [r for made in slurm_requests(region, account).values() for r in made if not allowed(policy, r)] == []
+    assert {a for s in policy["Statement"] for a in _listed(s["Action"])} == slurm_actions() - NEEDS_NO_PERMISSION
+    node = f"arn:aws:ec2:{region}:{account}:instance/i-0123456789abcdef0"
+    for request in [
+        ("ssm:SendCommand", f"arn:aws:ssm:{region}:{account}:document/{names.job_document}", {}),
+        ("ssm:SendCommand", node, {"ssm:resourceTag/aws:pcs:compute-node-group-id": "pcs_0000000000"}),
+        ("ssm:SendCommand", node, {"ssm:resourceTag/aws:autoscaling:groupName": names.asg_name(FLEET)}),
+        ("ssm:SendCommand", node, {}),
+        ("ssm:ListCommands", "*", {}),
+    ]:
+        assert not allowed(policy, request), request
 
 
 def test_the_documented_operator_policy_allows_every_request_of_the_job_commands(setting) -> None:
@@ -199,7 +253,7 @@ def test_the_documented_operator_policy_allows_every_request_of_the_job_commands
 def test_the_documented_operator_policy_grants_nothing_the_commands_do_not_call(setting) -> None:
     policy, _, _, _ = setting
     granted = {a for s in policy["Statement"] for a in _listed(s["Action"])}
-    assert granted == code_actions(*OPERATOR_CODE) - NEEDS_NO_PERMISSION
+    assert granted == code_actions(*OPERATOR_CODE, leave_out=SLURM_CODE) - NEEDS_NO_PERMISSION
 
 
 def test_the_documented_operator_policy_refuses_the_neighbouring_requests(setting) -> None:
