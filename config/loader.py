@@ -76,6 +76,35 @@ def _construct_int(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> int:
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
+class _WrittenBoolLoader(_UniqueKeyLoader):
+    """The same loader, but YAML 1.1's boolean words stay the text written (``off``, ``Yes``)."""
+
+
+def _construct_bool_text(loader: _WrittenBoolLoader, node: yaml.ScalarNode) -> str:
+    return str(node.value)
+
+
+_WrittenBoolLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool_text)
+
+
+def written_booleans(path: Path) -> Any:
+    """``path``'s document with every boolean as the word written (for errors that name it)."""
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_WrittenBoolLoader)  # noqa: S506  # nosec B506
+
+
+def _tab_in_indentation(text: str, marks: Iterable[Any]) -> str | None:
+    """``line L, column C`` of a tab in the leading whitespace of a line a YAML error points at, or None."""
+    lines = text.splitlines()
+    for mark in marks:
+        if mark is None or not 0 <= mark.line < len(lines):
+            continue
+        line = lines[mark.line]
+        indent = line[: len(line) - len(line.lstrip(" \t"))]
+        if "\t" in indent:
+            return f"line {mark.line + 1}, column {indent.index(chr(9)) + 1}"
+    return None
+
+
 def available_environments(config_dir: Path = CONFIG_DIR) -> list[str]:
     """Environment names: one per ``*.yaml`` file in the config folder."""
     return sorted(p.stem for p in config_dir.glob("*.yaml"))
@@ -101,6 +130,13 @@ def read_mapping(path: Path, shown: str, *, what: str, missing_fix: str, first_f
         text = path.read_text(encoding="utf-8")
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass  # nosec B506
     except yaml.MarkedYAMLError as err:
+        tab = _tab_in_indentation(text, (err.problem_mark, err.context_mark))
+        if tab is not None:
+            raise ConfigError(
+                [
+                    f"{shown}: {tab}: a tab in the indentation (YAML indents with spaces only); fix: replace the tab with spaces"
+                ]
+            ) from None
         mark = err.problem_mark or err.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown position)"
         raise ConfigError(
@@ -135,7 +171,7 @@ def load_environment(name_or_path: str | Path, config_dir: Path = CONFIG_DIR) ->
         missing_fix=f"create it, or choose an existing environment ({known})",
         first_field=f"name: {path.stem}",
     )
-    env = validate_model(Environment, data, shown)
+    env = validate_model(Environment, data, shown, written=lambda: written_booleans(path))
     if env.name != path.stem:
         raise ConfigError(
             [

@@ -14,6 +14,10 @@ from config.base import Strict
 RFC1918 = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 
 
+#: The largest subnet a mask may give (/16).
+MIN_SUBNET_MASK = 16
+
+
 class EgressMode(StrEnum):
     """How GPU subnets reach AWS APIs and the internet."""
 
@@ -28,8 +32,8 @@ class Network(Strict):
     vpc_cidr: str
     egress: EgressMode
     nat_gateways: Annotated[int, Field(ge=0)] = 0
-    gpu_subnet_mask: Annotated[int, Field(ge=16, le=28)] = 20
-    public_subnet_mask: Annotated[int, Field(ge=16, le=28)] = 24
+    gpu_subnet_mask: Annotated[int, Field(ge=MIN_SUBNET_MASK, le=28)] = 20
+    public_subnet_mask: Annotated[int, Field(ge=MIN_SUBNET_MASK, le=28)] = 24
 
     @field_validator("vpc_cidr")
     @classmethod

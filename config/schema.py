@@ -16,10 +16,11 @@ from config.alarms import Alarms
 from config.audit import LOG_RETENTION_DAYS, Audit, Logging, ObjectLockMode, TrailObjectLock
 from config.base import ENV_NAME, Strict, WrittenInt
 from config.budget import Budget
+from config.catalog import get_instance_type
 from config.fleets import Fleet, Scheduler
 from config.image import Image
 from config.jobs import Jobs
-from config.network import RFC1918, EgressMode, Network
+from config.network import MIN_SUBNET_MASK, RFC1918, EgressMode, Network
 from config.notifications import Notifications
 from config.preflight import Preflight
 from config.slurm import Slurm, slurm_problems
@@ -79,6 +80,10 @@ def aws_region(value: str) -> str:
 AccountId = Annotated[str, BeforeValidator(aws_account_id)]
 #: A region field (``aws_region``).
 Region = Annotated[str, AfterValidator(aws_region)]
+
+
+#: Addresses AWS keeps in every subnet (network, VPC router, DNS, future use, broadcast).
+SUBNET_RESERVED_ADDRESSES = 5
 
 
 class Environment(Strict):
@@ -149,7 +154,7 @@ class Environment(Strict):
         # Zones named by storage and fleets are checked against the environment's
         # only once those are right: one wrong zone must not echo in every section.
         if not zone_problems:
-            problems += [*self._storage_problems(), *self._fleet_problems()]
+            problems += [*self._storage_problems(), *self._fleet_problems(), *self._address_problems()]
         else:
             problems += [p for p in self._fleet_problems() if "zone" not in p]
         if problems:
@@ -206,6 +211,39 @@ class Environment(Strict):
                 )
         return problems
 
+    def _address_problems(self) -> list[str]:
+        """Each GPU subnet holds the network interfaces of every node that may run in its zone: a fleet's
+        ``capacity.max`` nodes (all of them in one zone, where Auto Scaling finds capacity only there) times
+        the interfaces of its largest layout (EFA: one per interface of the catalog, p5 32, p4d 4; else 1),
+        against the subnet's addresses less the 5 AWS reserves."""
+        mask = self.network.gpu_subnet_mask
+        usable = 2 ** (32 - mask) - SUBNET_RESERVED_ADDRESSES
+        problems = []
+        for zone in self.availability_zones:
+            parts = []
+            needed = 0
+            for i, fleet in enumerate(self.fleets):
+                if zone not in fleet.availability_zones or fleet.capacity.max == 0:
+                    continue
+                per_node = max(
+                    (get_instance_type(t).max_efa_interfaces or 1) if fleet.efa else 1 for t in fleet.instance_types
+                )
+                needed += fleet.capacity.max * per_node
+                parts.append(f"fleets[{i}] {fleet.name} {fleet.capacity.max} x {per_node}")
+            if needed > usable:
+                fits = 32 - (needed + SUBNET_RESERVED_ADDRESSES - 1).bit_length()
+                fix = (
+                    f"set gpu_subnet_mask to {fits} or lower, or lower capacity.max"
+                    if fits >= MIN_SUBNET_MASK
+                    else f"lower capacity.max (a GPU subnet is at most /{MIN_SUBNET_MASK})"
+                )
+                problems.append(
+                    f"@network.gpu_subnet_mask: the GPU subnet of {zone} (/{mask}) has {usable} usable addresses "
+                    f"(AWS reserves {SUBNET_RESERVED_ADDRESSES}), but its nodes' network interfaces need {needed} "
+                    f"({', '.join(parts)}: capacity.max x interfaces per node); fix: {fix}"
+                )
+        return problems
+
     def _service_problems(self, i: int, fleet: Fleet) -> list[str]:
         """An Application Load Balancer spans two zones or more, and an internet-facing one public subnets."""
         if fleet.service is None:
@@ -216,6 +254,16 @@ class Environment(Strict):
                 f"@fleets[{i}].service: a load balancer needs subnets in two availability zones, the environment "
                 f"has {len(self.availability_zones)}; fix: list a second zone in availability_zones"
             )
+        certificate = fleet.service.load_balancer.certificate_arn
+        if certificate is not None:
+            _, _, _, region, account, _ = certificate.split(":", 5)
+            if (region, account) != (self.region, self.account):
+                problems.append(
+                    f"@fleets[{i}].service.load_balancer.certificate_arn: the certificate is in {region}, account "
+                    f"{account}, but the load balancer is in {self.region}, account {self.account} (a load balancer "
+                    f"uses ACM certificates of its own region and account only); fix: request or import the "
+                    f"certificate in ACM of {self.region} in account {self.account} and use its ARN"
+                )
         if not fleet.service.load_balancer.internal and self.network.egress is not EgressMode.NAT:
             problems.append(
                 f"@fleets[{i}].service.load_balancer.internal: false needs public subnets, which only "

@@ -48,7 +48,10 @@ ConfigDirOption = Annotated[Path, typer.Option("--config-dir", help="folder of t
 @app.command(epilog="Example: gpu-platform validate --env dev --strict")
 def validate(
     env: Annotated[
-        list[str] | None, typer.Option("--env", "-e", help="environment(s) to check; all by default")
+        list[str] | None,
+        typer.Option(
+            "--env", "-e", help="environment(s) to check, comma-separated or repeated (dev,prod); all by default"
+        ),
     ] = None,
     json_out: JsonOption = False,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 on WARNINGs too")] = False,
@@ -70,8 +73,9 @@ def validate(
     from ops.findings import exit_code
     from ops.validate import validate as run
 
+    names = [name.strip() for value in env or [] for name in value.split(",") if name.strip()]
     findings = run(
-        env or None,
+        names or None,
         config_dir,
         since=since or "HEAD",
         allow_replacement=allow_replacement,

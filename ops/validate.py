@@ -13,6 +13,9 @@ a config error here is the same one-line error synth prints. On top of them:
 - the example notification address (example.com/.net/.org, RFC 2606) and the placeholder
   account ids of the shipped configs (one digit twelve times) are WARNINGs: valid, but nobody
   receives the alerts and the deploy goes to an account that is not yours;
+- a file in the config folder that looks like an environment but is not read (``qa.yml``, ``dev.yaml.bak``,
+  ``Prod.YAML``, or a ``.yaml`` with an account and a region in a subfolder) is a WARNING: only
+  ``<config>/<env>.yaml`` files are environments;
 - an edit since the deployed config (``--since``, a git revision) that CloudFormation would apply by
   replacing something in use (a target group, a load balancer, the file system, a placement group, the
   VPC's subnets) is an ERROR naming the safe way (a WARNING with ``--allow-replacement``).
@@ -25,7 +28,10 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from config.loader import CONFIG_DIR, display_path, load_platform
+import yaml
+
+from config.loader import CONFIG_DIR, available_environments, display_path, load_platform, safe_load
+from config.pipeline_schema import PIPELINE_FILE
 from config.schema import Environment
 from ops.deployed_config import change_findings
 from ops.findings import Finding, Level
@@ -89,6 +95,46 @@ def placeholder_findings(env: Environment, shown: str) -> list[Finding]:
     return findings
 
 
+def _looks_like_environment(path: Path) -> bool:
+    try:
+        data = safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and {"account", "region"} <= set(data)
+
+
+def unread_file_findings(config_dir: Path) -> list[Finding]:
+    """Files of ``config_dir`` that look like an environment but are not read: only ``<env>.yaml`` directly
+    in it is one; a YAML file of another name or in a subfolder is read only where it has an account and a region."""
+    findings = []
+    read = {config_dir / f"{name}.yaml" for name in available_environments(config_dir)}
+    read.add(config_dir / PIPELINE_FILE)  # the pipeline's own config (config/pipeline_schema.py), read by every synth
+    for path in sorted(config_dir.rglob("*")):
+        lowered = path.name.lower()
+        if path in read or not path.is_file() or not (".yml" in lowered or ".yaml" in lowered):
+            continue
+        top = path.parent == config_dir
+        if not top and not _looks_like_environment(path):
+            continue
+        stem = path.name.split(".", 1)[0].lower()
+        folder = display_path(config_dir)
+        target = config_dir / f"{stem}.yaml"
+        fix = (
+            f"move it out of {folder}/ ({display_path(target)} is the environment {stem})"
+            if target in read
+            else f"rename it to {display_path(target)} if it is an environment, else move it out of {folder}/"
+        )
+        findings.append(
+            Finding(
+                "unread-config-file",
+                Level.WARNING,
+                f"{display_path(path)}: not read: environments are the <env>.yaml files directly in {folder}/",
+                fix,
+            )
+        )
+    return findings
+
+
 def validate(
     names: Iterable[str] | None = None,
     config_dir: Path = CONFIG_DIR,
@@ -101,7 +147,7 @@ def validate(
     With ``since`` (a git revision), the edits since then that replace a resource in use (ops/deployed_config.py)."""
     now = now or datetime.now(UTC)
     platform = load_platform(list(names) if names is not None else None, config_dir)
-    findings: list[Finding] = []
+    findings: list[Finding] = unread_file_findings(config_dir)
     for env in platform.selected_environments:
         shown = display_path(config_dir / f"{env.name}.yaml")
         findings.extend(clock_findings(env, shown, now))

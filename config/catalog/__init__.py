@@ -60,6 +60,7 @@ HAND_KEPT_COLUMNS = ("nvswitch", "gpudirect_rdma", "on_demand_usd_per_hour")
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 _SUGGESTION_CUTOFF = 0.85  # below this difflib proposes unrelated types (m5.large -> g5.xlarge)
+_SUGGESTIONS = 3  # the nearest names, closest first
 
 
 class CatalogError(ValueError):
@@ -67,7 +68,7 @@ class CatalogError(ValueError):
 
 
 class UnknownInstanceType(ValueError):
-    """A name that is not in the catalog; the message names it and suggests the closest entry."""
+    """A name that is not in the catalog; the message names it and suggests the closest entries (up to 3)."""
 
 
 class InstanceType(BaseModel):
@@ -198,10 +199,11 @@ def load_catalog(path: Path | str = CATALOG_PATH) -> dict[str, InstanceType]:
 
 
 def _unknown(what: str, name: str, known: list[str], listing: str, path: Path) -> UnknownInstanceType:
-    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=_SUGGESTION_CUTOFF)
+    close = difflib.get_close_matches(name.lower(), known, n=_SUGGESTIONS, cutoff=_SUGGESTION_CUTOFF)
     family = name.lower().split(".", 1)[0]
     refresh = f"to add a GPU family or size, run scripts/refresh_instance_catalog.py --families {family}"
-    hint = f"did you mean {close[0]}?" if close else f"{listing}; {refresh}"
+    named = " or ".join([", ".join(close[:-1]), close[-1]] if len(close) > 1 else close)
+    hint = f"did you mean {named}?" if close else f"{listing}; {refresh}"
     return UnknownInstanceType(f"{what}{name} is not in the GPU instance catalog; {hint} ({_display(path)})")
 
 

@@ -3,7 +3,10 @@ scaling, and scheduled actions) and ``warm_pool`` (stopped, pre-initialized inst
 
 from __future__ import annotations
 
+import difflib
+import functools
 import re
+import zoneinfo
 from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
@@ -11,6 +14,52 @@ from pydantic import Field, field_validator, model_validator
 from config.base import Strict
 
 _CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z?]+$")
+
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_WEEKDAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+#: The five fields of an Auto Scaling recurrence: name, lowest, highest, names allowed (numbered from lowest).
+_CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day of month", 1, 31, ()),
+    ("month", 1, 12, _MONTHS),
+    ("day of week", 0, 6, _WEEKDAYS),
+)
+
+
+@functools.cache
+def _time_zones() -> frozenset[str]:
+    """The IANA time zone names the standard library knows (the system's tz database or tzdata)."""
+    return frozenset(zoneinfo.available_timezones())
+
+
+def _cron_value(text: str, low: int, names: tuple[str, ...]) -> int | None:
+    if text.isdigit():
+        return int(text)
+    upper = text.upper()
+    return names.index(upper) + low if upper in names else None
+
+
+def cron_field_problem(text: str, position: int) -> str | None:
+    """What is wrong with field ``position`` (0-4) of a five-field cron expression, or None: each
+    comma-separated item is ``*``, a value, or a range ``a-b``, optionally with a step ``/n``."""
+    what, low, high, names = _CRON_FIELDS[position]
+    allowed = f"{low}-{high}" + (f" or {names[0]}-{names[-1]}" if names else "")
+    for item in text.split(","):
+        base, slash, step = item.partition("/")
+        if slash and not (step.isdigit() and int(step) >= 1):
+            return f"{what} {text!r}: step {step!r} is not a whole number from 1"
+        if base == "*":
+            continue
+        first, dash, last = base.partition("-")
+        for part in (first, last) if dash else (first,):
+            value = _cron_value(part, low, names)
+            if value is None or not low <= value <= high:
+                return f"{what} {text!r}: {part!r} is outside {allowed}"
+        if dash and _cron_value(first, low, names) > _cron_value(last, low, names):  # type: ignore[operator]
+            return f"{what} {text!r}: the range {base!r} runs backwards"
+    return None
+
 
 #: Step scaling judges GPU utilization over whole 5-minute alarm periods (step_scaling.STEP_PERIOD_MINUTES).
 _MINUTES = Field(ge=5, le=1440, multiple_of=5, description="whole 5-minute periods, up to a day")
@@ -61,6 +110,25 @@ class ScheduledAction(Strict):
             raise ValueError(
                 f"{value!r} is not a five-field cron expression; fix: write minute hour day-of-month month day-of-week, "
                 "e.g. '0 8 * * 1-5'"
+            )
+        for position, text in enumerate(fields):
+            problem = cron_field_problem(text, position)
+            if problem is not None:
+                raise ValueError(
+                    f"{value!r}: {problem}; fix: minute 0-59, hour 0-23, day 1-31, month 1-12 (JAN-DEC), "
+                    "day of week 0-6 (SUN-SAT), each as *, a value, a range a-b, a list a,b or a step */n"
+                )
+        return value
+
+    @field_validator("time_zone")
+    @classmethod
+    def _time_zone(cls, value: str) -> str:
+        zones = _time_zones()
+        if value != "UTC" and zones and value not in zones:  # no tz database at all: nothing to check against
+            close = difflib.get_close_matches(value, sorted(zones), n=3)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise ValueError(
+                f"{value!r} is not an IANA time zone; fix: {hint}use a name of the tz database, e.g. America/New_York or UTC"
             )
         return value
 

@@ -123,11 +123,11 @@ def test_prices_are_positive_and_only_p5e_lacks_one(catalog: dict[str, InstanceT
     assert all(t.on_demand_usd_per_hour > 0 for t in catalog.values() if t.on_demand_usd_per_hour is not None)
 
 
-def test_unknown_type_message_names_it_and_suggests_the_close_one() -> None:
+def test_unknown_type_message_names_it_and_suggests_the_close_ones() -> None:
     with pytest.raises(UnknownInstanceType) as info:
         get_instance_type("g4dn.xlarg")
     assert str(info.value) == (
-        "g4dn.xlarg is not in the GPU instance catalog; did you mean g4dn.xlarge? (config/catalog/gpu_instances.csv)"
+        "g4dn.xlarg is not in the GPU instance catalog; did you mean g4dn.xlarge, g4dn.8xlarge or g4dn.4xlarge? (config/catalog/gpu_instances.csv)"
     )
     assert isinstance(info.value, ValueError)
     assert not isinstance(info.value, KeyError)

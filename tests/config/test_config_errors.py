@@ -379,8 +379,8 @@ TEXT_CASES = [
     pytest.param(
         _tab_on_second_line,
         [
-            "dev.yaml: line 2, column 1: YAML error: found a tab character that violates indentation; "
-            "fix: correct the YAML syntax"
+            "dev.yaml: line 2, column 1: a tab in the indentation (YAML indents with spaces only); "
+            "fix: replace the tab with spaces"
         ],
         id="yaml-tab-indent",
     ),

@@ -55,7 +55,7 @@ CASES = [
     pytest.param(
         fleet(instance_types=["p4d.24xlarg"]),
         [
-            "dev.yaml: fleets[0].instance_types[0]: p4d.24xlarg is not in the GPU instance catalog; did you mean p4d.24xlarge? (config/catalog/gpu_instances.csv)"
+            "dev.yaml: fleets[0].instance_types[0]: p4d.24xlarg is not in the GPU instance catalog; did you mean p4d.24xlarge or p4de.24xlarge? (config/catalog/gpu_instances.csv)"
         ],
         id="unknown-type",
     ),

@@ -104,7 +104,7 @@ CASES = [
         _set("builder_instance_type", "g5.2xlarg"),
         [
             "dev.yaml: image.builder_instance_type: g5.2xlarg is not in the GPU instance catalog; did you mean "
-            "g5.2xlarge? (config/catalog/gpu_instances.csv); fix: use a GPU instance type of the catalog, e.g. g5.2xlarge"
+            "g5.2xlarge, g5.24xlarge or g5.12xlarge? (config/catalog/gpu_instances.csv); fix: use a GPU instance type of the catalog, e.g. g5.2xlarge"
         ],
         id="builder-typo",
     ),

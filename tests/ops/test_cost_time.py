@@ -225,11 +225,12 @@ def test_another_region_is_priced_from_its_own_sections(tmp_path: Path, capsys: 
         ),
         (
             lambda doc: _inference(doc)["scaling"]["schedules"][1].update(cron="0 25 * * 1-5"),
-            "dev.yaml: fleets[inference].scaling.schedules[1].cron: '0 25 * * 1-5' cannot be read (25); fix: ",
+            # the config refuses it before cost reads it (config/fleets/scaling.py)
+            "dev.yaml: fleets[1].scaling.schedules[1].cron: '0 25 * * 1-5': hour '25': '25' is outside 0-23; fix: ",
         ),
         (
             lambda doc: _inference(doc)["scaling"]["schedules"][0].update(time_zone="America/Nowhere"),
-            "dev.yaml: fleets[inference].scaling.schedules[0].time_zone: 'America/Nowhere' is not an IANA time zone",
+            "dev.yaml: fleets[1].scaling.schedules[0].time_zone: 'America/Nowhere' is not an IANA time zone; fix: ",
         ),
     ],
 )
