@@ -20,7 +20,7 @@ GPU_PLATFORM := $(VENV)/bin/gpu-platform
 NEED_ENV = @test -n "$(ENV)" || { echo "usage: make $@ ENV=<dev|staging|prod>" >&2; exit 2; }
 
 .DEFAULT_GOAL := help
-.PHONY: help setup venv-too-old synth synth-pipeline lint-templates test lint bench diff deploy clean \
+.PHONY: help setup venv-too-old synth synth-pipeline lint-templates test lint bench diff deploy bootstrap clean \
 	validate preflight cost status destroy diagram
 
 ## help: this list (what a bare `make` prints)
@@ -124,6 +124,11 @@ diff: setup
 	@test -n "$(ENV)" || { echo "usage: make diff ENV=<dev|staging|prod>" >&2; exit 2; }
 	$(MAKE) --no-print-directory synth ENV=$(ENV)
 	$(CDK) diff --app cdk.out '$(ENV)/*'
+
+## bootstrap: cdk bootstrap of the account and region config/ENV.yaml names, once per account (credentials); BOOTSTRAP_ARGS adds flags (--trust for the pipeline)
+bootstrap: setup
+	$(NEED_ENV)
+	$(CDK) bootstrap "$$($(PY) scripts/environment_target.py $(ENV))" $(BOOTSTRAP_ARGS)
 
 ## deploy: make synth ENV=.., then cdk deploy of that assembly (credentials, a bootstrapped account)
 deploy: setup

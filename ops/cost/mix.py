@@ -20,7 +20,8 @@ from config.catalog import get_instance_type
 from config.fleets.fleet import Fleet
 from ops.cost.prices import PriceTable
 
-#: The seed's promise for Spot: 70-90 % below On-Demand.
+#: What the platform expects of a Spot fleet: at least 70 % below On-Demand (AWS puts Spot at "up to 90 %" off
+#: On-Demand prices, Amazon EC2 Spot Instances page; 70 % is where the shipped mixes stand with their estimates).
 SEED_SPOT_SAVING = 0.70
 
 
@@ -170,7 +171,7 @@ def seed_promise_note(fleet: Fleet, at_desired: Priced) -> str | None:
     if not fleet.uses_spot or at_desired.saving is None or at_desired.saving >= SEED_SPOT_SAVING:
         return None
     saved = (
-        f"saves {100 * at_desired.saving:.0f} % against all On-Demand at desired capacity, short of the seed's 70-90 %"
+        f"saves {100 * at_desired.saving:.0f} % against all On-Demand at desired capacity, short of the 70 % a Spot fleet should save (AWS: up to 90 %)"
     )
     on_demand = at_desired.split.on_demand + at_desired.split.reserved
     if on_demand == 0:
