@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from config.loader import CONFIG_DIR, ConfigError, load_environment  # noqa: E402 - after the path above
+from config.loader import CONFIG_DIR, ConfigError, load_environment
 
 
 def main(argv: list[str] | None = None) -> int:

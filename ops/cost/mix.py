@@ -171,7 +171,8 @@ def seed_promise_note(fleet: Fleet, at_desired: Priced) -> str | None:
     if not fleet.uses_spot or at_desired.saving is None or at_desired.saving >= SEED_SPOT_SAVING:
         return None
     saved = (
-        f"saves {100 * at_desired.saving:.0f} % against all On-Demand at desired capacity, short of the 70 % a Spot fleet should save (AWS: up to 90 %)"
+        f"saves {100 * at_desired.saving:.0f} % against all On-Demand at desired capacity, "
+        "short of the 70 % a Spot fleet should save (AWS: up to 90 %)"
     )
     on_demand = at_desired.split.on_demand + at_desired.split.reserved
     if on_demand == 0:

@@ -59,7 +59,10 @@ def test_hand_checked_mix(tmp_path: Path) -> None:
     assert fleet["at"]["max"]["hourly_usd"]["planned"] == pytest.approx(7.3326)
     # min 1: the base alone, all On-Demand
     assert fleet["at"]["min"]["saving_percent"] == 0.0
-    assert "short of the 70 % a Spot fleet should save (AWS: up to 90 %): 3 of 4 instances are On-Demand" in fleet["seed_promise"]
+    assert (
+        "short of the 70 % a Spot fleet should save (AWS: up to 90 %): 3 of 4 instances are On-Demand"
+        in fleet["seed_promise"]
+    )
 
 
 def test_reservations_and_capacity_blocks_are_their_own_parts(tmp_path: Path) -> None:
