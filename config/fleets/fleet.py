@@ -96,7 +96,7 @@ class Fleet(Strict):
             *self._efa_problems(),
             *self._capacity_problems(),
             *self._elasticity_problems(),
-            *zero_capacity_problems(self.capacity, self.scaling, self.capacity_block),
+            *zero_capacity_problems(self.capacity, self.scaling, self.capacity_block, self._requests_tracked),
             *health_problems(self.health, self.role.value, self.service_start_seconds),
             *self._service_problems(),
             *self._rollback_problems(),
@@ -223,6 +223,11 @@ class Fleet(Strict):
             for i, alarm in enumerate(self.refresh.rollback_alarms)
             if alarm in SERVICE_ROLLBACK_ALARMS
         ]
+
+    @property
+    def _requests_tracked(self) -> bool:
+        """Request-count target tracking on the served fleet's load balancer."""
+        return self.service is not None and self.service.load_balancer.requests_per_target is not None
 
     @property
     def rollout(self) -> Refresh | None:
