@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from config.alarms import COUNT_ALARMS, HEALTH_REPORT_MINUTES, Alarms
-from tests.config.test_config_errors import load_error, valid_dev, write_env
+from tests.config.helpers import load_error, valid_dev, write_env
 
 
 def _with(tmp_path: Path, alarms: dict) -> list[str]:

@@ -7,7 +7,6 @@ thing and checks the complete ``ConfigError`` lines. The end-to-end tests run
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,31 +17,8 @@ import yaml
 import config
 from config.loader import CONFIG_DIR
 from tests.app_runs import run_app, run_app_process
+from tests.config.helpers import Mutation, assert_config_failure, dump, load_error, valid_dev, write_env
 from tests.synth import TEST_CONFIG_DIR
-
-Mutation = Callable[[dict[str, Any]], None]
-
-
-def valid_dev() -> dict[str, Any]:
-    """The data of the test dev config (tests/fixtures/config/dev.yaml), with ``name`` as the first key."""
-    data = yaml.safe_load((TEST_CONFIG_DIR / "dev.yaml").read_text(encoding="utf-8"))
-    return {"name": data.pop("name"), **data}
-
-
-def dump(data: dict[str, Any]) -> str:
-    return yaml.safe_dump(data, sort_keys=False)
-
-
-def write_env(folder: Path, stem: str, data: dict[str, Any]) -> Path:
-    path = folder / f"{stem}.yaml"
-    path.write_text(dump(data), encoding="utf-8")
-    return path
-
-
-def load_error(name: str, config_dir: Path) -> list[str]:
-    with pytest.raises(config.ConfigError) as info:
-        config.load_environment(name, config_dir=config_dir)
-    return info.value.lines
 
 
 def set_(dotted: str, value: Any) -> Mutation:
@@ -526,12 +502,6 @@ def test_non_rfc1918_special_ranges_are_refused(tmp_path: Path, monkeypatch: pyt
 
 # --- end to end: app.py exits 2 with only the config lines on stderr ----------------------
 # One test runs the process the CLI starts; the others call app.main in this process (tests/app_runs.py).
-
-
-def assert_config_failure(result: subprocess.CompletedProcess[str], expected: str) -> None:
-    assert "Traceback" not in result.stderr, result.stderr
-    assert [line for line in result.stderr.splitlines() if line.strip()] == [expected], result.stderr
-    assert result.returncode == 2, result.stderr
 
 
 def test_app_exits_2_on_zone_outside_region(tmp_path: Path) -> None:

@@ -8,47 +8,9 @@ from typing import Any
 import pytest
 
 from config import load_environment
-from tests.config.test_config_errors import load_error, valid_dev, write_env
+from tests.config.helpers import NIGHTS_OFF, fleet, inference, load_error, valid_dev, write_env
 
 BLOCK = {"id": "cr-0fedcba9876543210", "start": "2026-12-01T11:30:00Z", "end": "2026-12-03T11:30:00Z"}
-
-
-def fleet(**changes: Any) -> dict[str, Any]:
-    """A valid EFA training fleet in dev's Lustre zone, with ``changes`` applied (None removes a key)."""
-    base = {
-        "name": "train",
-        "role": "training",
-        "instance_types": ["p4d.24xlarge"],
-        "efa": True,
-        "placement": "cluster",
-        "availability_zones": ["us-east-1a"],
-        "capacity": {"min": 0, "max": 2},
-    }
-    base.update(changes)
-    return {k: v for k, v in base.items() if v is not None}
-
-
-NIGHTS_OFF = {
-    "name": "nights-off",
-    "cron": "0 20 * * *",
-    "time_zone": "America/New_York",
-    "min": 0,
-    "max": 4,
-    "desired": 0,
-}
-
-
-def inference(**changes: Any) -> dict[str, Any]:
-    """A valid non-EFA inference fleet of one node, with ``changes`` applied."""
-    base = {
-        "name": "serve",
-        "role": "inference",
-        "instance_types": ["g5.xlarge"],
-        "availability_zones": ["us-east-1a"],
-        "capacity": {"min": 1, "max": 4, "desired": 1},
-    }
-    base.update(changes)
-    return base
 
 
 CASES = [

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from config.fleets import DCGM_LEVEL_SECONDS, Fleet
-from tests.config.test_config_errors import load_error, valid_dev, write_env
-from tests.config.test_fleet_errors import fleet, inference
+from tests.config.helpers import fleet, inference, load_error, valid_dev, write_env
 from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split

@@ -10,7 +10,7 @@ import pytest
 
 from config import load_environment
 from config.image import DEFAULT_VERSIONS, VERSION_PARAMETERS
-from tests.config.test_config_errors import load_error, valid_dev, write_env
+from tests.config.helpers import load_error, valid_dev, write_env
 
 Change = Callable[[dict[str, Any]], None]
 KNOWN_VERSIONS = ", ".join(VERSION_PARAMETERS)

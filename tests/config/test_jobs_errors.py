@@ -9,7 +9,7 @@ import pytest
 
 import config
 from config.audit import LOG_RETENTION_DAYS
-from tests.config.test_config_errors import load_error, valid_dev, write_env
+from tests.config.helpers import load_error, valid_dev, write_env
 
 RETENTIONS = ", ".join(str(days) for days in LOG_RETENTION_DAYS)
 

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from config import load_environment
-from tests.config.test_config_errors import load_error, valid_dev, write_env
-from tests.config.test_fleet_errors import fleet
+from tests.config.helpers import fleet, load_error, valid_dev, write_env
 from tests.config.test_service_errors import INFERENCE
 
 

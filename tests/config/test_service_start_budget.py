@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from config.fleets import Fleet
-from tests.config.test_config_errors import load_error, valid_dev, write_env
-from tests.config.test_fleet_errors import inference
+from tests.config.helpers import inference, load_error, valid_dev, write_env
 
 SERVICE = {
     "command": "python3 /opt/gpu-platform/examples/serve.py --port 8080",

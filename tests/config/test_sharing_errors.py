@@ -18,7 +18,7 @@ import config
 from config.loader import CONFIG_DIR
 from config.sharing import AmiSource, AmiTarget, ImageSharing
 from tests.app_runs import run_app
-from tests.config.test_config_errors import write_env
+from tests.config.helpers import write_env
 
 Configs = dict[str, dict[str, Any]]
 Change = Callable[[Configs], None]

@@ -21,7 +21,7 @@ from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 from config import load_environment
 from config.fleets import Fleet, node_group_plans
 from config.slurm import CLUSTER_SIZES, LATEST_SLURM_VERSION, PCS_REGIONS, SLURM_VERSIONS
-from tests.config.test_config_errors import load_error, write_env
+from tests.config.helpers import load_error, write_env
 from tests.synth import ROOT
 
 #: The Slurm test environment: fixed, whatever GPU_PLATFORM_TEST_CONFIG_DIR points the rest of the suite at.

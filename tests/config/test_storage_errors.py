@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.config.test_config_errors import load_error, valid_dev, write_env
+from tests.config.helpers import load_error, valid_dev, write_env
 
 
 def _fs(**changes: Any) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from gpu_constructs.pipeline.pipeline_steps import (
 from stacks.compliance import platform_app
 from stacks.pipeline_stack import PIPELINE_STACK_NAME
 from tests.app_runs import run_app_process
-from tests.config.test_config_errors import assert_config_failure
+from tests.config.helpers import assert_config_failure
 from tests.iam_documents import Resolver
 from tests.ops.helpers import config_dir
 from tests.pipeline.test_pipeline_config import valid_pipeline

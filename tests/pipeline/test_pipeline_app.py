@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.app_runs import run_app
-from tests.config.test_config_errors import assert_config_failure, valid_dev, write_env
+from tests.config.helpers import assert_config_failure, valid_dev, write_env
 from tests.pipeline.test_pipeline_config import valid_pipeline, write_config
 
 

@@ -1,0 +1,83 @@
+"""What the config tests share: the test dev config's data, writing an environment file, the one-line errors a load
+or a run of app.py gives."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import config
+from tests.synth import TEST_CONFIG_DIR
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def valid_dev() -> dict[str, Any]:
+    """The data of the test dev config (tests/fixtures/config/dev.yaml), with ``name`` as the first key."""
+    data = yaml.safe_load((TEST_CONFIG_DIR / "dev.yaml").read_text(encoding="utf-8"))
+    return {"name": data.pop("name"), **data}
+
+
+def dump(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def write_env(folder: Path, stem: str, data: dict[str, Any]) -> Path:
+    path = folder / f"{stem}.yaml"
+    path.write_text(dump(data), encoding="utf-8")
+    return path
+
+
+def load_error(name: str, config_dir: Path) -> list[str]:
+    with pytest.raises(config.ConfigError) as info:
+        config.load_environment(name, config_dir=config_dir)
+    return info.value.lines
+
+
+def assert_config_failure(result: subprocess.CompletedProcess[str], expected: str) -> None:
+    assert "Traceback" not in result.stderr, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [expected], result.stderr
+    assert result.returncode == 2, result.stderr
+
+
+def fleet(**changes: Any) -> dict[str, Any]:
+    """A valid EFA training fleet in dev's Lustre zone, with ``changes`` applied (None removes a key)."""
+    base = {
+        "name": "train",
+        "role": "training",
+        "instance_types": ["p4d.24xlarge"],
+        "efa": True,
+        "placement": "cluster",
+        "availability_zones": ["us-east-1a"],
+        "capacity": {"min": 0, "max": 2},
+    }
+    base.update(changes)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+NIGHTS_OFF = {
+    "name": "nights-off",
+    "cron": "0 20 * * *",
+    "time_zone": "America/New_York",
+    "min": 0,
+    "max": 4,
+    "desired": 0,
+}
+
+
+def inference(**changes: Any) -> dict[str, Any]:
+    """A valid non-EFA inference fleet of one node, with ``changes`` applied."""
+    base = {
+        "name": "serve",
+        "role": "inference",
+        "instance_types": ["g5.xlarge"],
+        "availability_zones": ["us-east-1a"],
+        "capacity": {"min": 1, "max": 4, "desired": 1},
+    }
+    base.update(changes)
+    return base
