@@ -14,6 +14,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from gpu_constructs.compliance.acknowledge import acknowledge
+from gpu_constructs.security.fabric_check_role import pipeline_step_role
 
 
 class AmiGateRole(Construct):
@@ -32,17 +33,12 @@ class AmiGateRole(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         arn = f"arn:{stack.partition}"
-        trusted = f"{arn}:iam::{trusted_account}:role/{trusted_role_name}"
-        # The account as principal, the one role by condition, as the fabric check role: a role ARN as principal
-        # would have to exist when this role is created.
-        self.role = iam.Role(
+        self.role = pipeline_step_role(
             self,
-            "Role",
             role_name=role_name,
             description="GPU platform: the pipeline's AMI gate (reads the AMI parameter and the AMI's name)",
-            assumed_by=iam.AccountPrincipal(trusted_account).with_conditions(
-                {"ArnEquals": {"aws:PrincipalArn": trusted}}
-            ),
+            trusted_account=trusted_account,
+            trusted_role_name=trusted_role_name,
         )
         policy = iam.ManagedPolicy(
             self,

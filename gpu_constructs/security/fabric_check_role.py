@@ -29,6 +29,23 @@ READ_ONLY_UNSCOPED = [
 ]
 
 
+def pipeline_step_role(
+    scope: Construct, *, role_name: str, description: str, trusted_account: str, trusted_role_name: str
+) -> iam.Role:
+    """A role of this environment that only one role of the tooling account (a pipeline step's) may assume. The
+    account as principal, the one role by condition: a role ARN as principal would have to exist when this role is
+    created (the pipeline stack may be deployed after a laptop deploy of this one)."""
+    partition = Stack.of(scope).partition
+    trusted = f"arn:{partition}:iam::{trusted_account}:role/{trusted_role_name}"
+    return iam.Role(
+        scope,
+        "Role",
+        role_name=role_name,
+        description=description,
+        assumed_by=iam.AccountPrincipal(trusted_account).with_conditions({"ArnEquals": {"aws:PrincipalArn": trusted}}),
+    )
+
+
 class FabricCheckRole(Construct):
     """Attributes: ``role``."""
 
@@ -49,17 +66,12 @@ class FabricCheckRole(Construct):
         if not group_names:
             raise ValueError(f"{self.node.path}: the fabric check needs at least one training group")
         stack = Stack.of(self)
-        trusted = f"arn:{stack.partition}:iam::{trusted_account}:role/{trusted_role_name}"
-        # The account as principal, the one role by condition: a role ARN as principal would have to exist
-        # when this role is created (the pipeline stack may be deployed after a laptop deploy of this one).
-        self.role = iam.Role(
+        self.role = pipeline_step_role(
             self,
-            "Role",
             role_name=role_name,
             description="GPU platform: the pipeline's fabric check (all-reduce bus bandwidth of the training fleets)",
-            assumed_by=iam.AccountPrincipal(trusted_account).with_conditions(
-                {"ArnEquals": {"aws:PrincipalArn": trusted}}
-            ),
+            trusted_account=trusted_account,
+            trusted_role_name=trusted_role_name,
         )
         policy = iam.ManagedPolicy(
             self,
