@@ -19,7 +19,7 @@ from aws_cdk import App
 
 from config import ConfigError, Environment, Platform, load_platform
 from config.loader import CONFIG_DIR, platform_of
-from config.pipeline_schema import Pipeline, load_pipeline, pinned_cdk_cli_version
+from config.pipeline_schema import Pipeline, load_pipeline, pinned_cdk_cli_version, pipeline_roles
 from stacks.compliance import FAIL_ON_FINDINGS, enforce_rule_packs, platform_app
 from stacks.platform_stage import PlatformStage
 
@@ -35,7 +35,12 @@ def add_platform(app: App, environments: Sequence[Environment], *, platform: Pla
     """
     platform = platform or platform_of(environments)
     for env in environments:
-        PlatformStage(app, env=env, image_sharing=platform.sharing(env.name))
+        PlatformStage(
+            app,
+            env=env,
+            image_sharing=platform.sharing(env.name),
+            pipeline_roles=pipeline_roles(env, platform.config_dir),
+        )
     enforce_rule_packs(app)
     return app
 
@@ -51,6 +56,7 @@ def add_pipeline(app: App, pipeline: Pipeline, platform: Platform) -> App:
         config=pipeline,
         environments=platform.selected_environments,
         image_sharing={env.name: platform.sharing(env.name) for env in platform.selected_environments},
+        pipeline_roles={env.name: pipeline_roles(env, platform.config_dir) for env in platform.selected_environments},
         cli_version=pinned_cdk_cli_version(ROOT / "package.json"),
     )
     enforce_rule_packs(app)

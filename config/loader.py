@@ -225,4 +225,4 @@ def _validated(environments: dict[str, Environment], selected: tuple[str, ...], 
     problems = sharing_problems(environments, shown)
     if problems:
         raise ConfigError(problems)
-    return Platform(environments=environments, selected=selected)
+    return Platform(environments=environments, selected=selected, config_dir=config_dir)

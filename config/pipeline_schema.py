@@ -219,6 +219,20 @@ def ami_gate_trust(env: Environment, config_dir: Path = CONFIG_DIR) -> FabricChe
     return FabricCheckTrust(account=pipeline.account, role_name=ami_gate_step_role_name(env.name))
 
 
+@dataclass(frozen=True)
+class PipelineRoles:
+    """The roles of one environment that pipeline steps assume (None: the pipeline does not run that step on it),
+    resolved from ``pipeline.yaml`` before synth: the stacks take them as values and read no file."""
+
+    fabric_check: FabricCheckTrust | None = None
+    ami_gate: FabricCheckTrust | None = None
+
+
+def pipeline_roles(env: Environment, config_dir: Path = CONFIG_DIR) -> PipelineRoles:
+    """``env``'s fabric check and AMI gate trusts from ``<config_dir>/pipeline/pipeline.yaml`` (absent: none)."""
+    return PipelineRoles(fabric_check=fabric_check_trust(env, config_dir), ami_gate=ami_gate_trust(env, config_dir))
+
+
 def pinned_cdk_cli_version(package_json: Path) -> str:
     """The CDK CLI version ``package.json`` pins: the pipeline's self-mutation installs the same one."""
     return json.loads(package_json.read_text(encoding="utf-8"))["devDependencies"]["aws-cdk"]

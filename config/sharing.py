@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from config.naming import ResourceNames
 from config.schema import Environment
@@ -59,6 +60,8 @@ class Platform:
 
     environments: Mapping[str, Environment]
     selected: tuple[str, ...]
+    config_dir: Path
+    """The folder they were read from: its ``pipeline/pipeline.yaml`` says which pipeline roles each one has."""
 
     @property
     def selected_environments(self) -> list[Environment]:

@@ -13,6 +13,7 @@ from gpu_constructs.network.node_security_group import NodeSecurityGroup
 from gpu_constructs.network.platform_vpc import PlatformVpc
 from gpu_constructs.network.training_security_group import TrainingSecurityGroup
 from gpu_constructs.network.vpc_endpoints import InterfaceEndpoints, S3GatewayEndpoint
+from gpu_constructs.platform_fleet.site import NodeNetwork
 from stacks.base import PlatformStack
 
 
@@ -71,3 +72,8 @@ class NetworkStack(PlatformStack):
         self.training_security_group: ec2.ISecurityGroup | None = None
         if any(fleet.role is FleetRole.TRAINING for fleet in env.fleets):
             self.training_security_group = TrainingSecurityGroup(self, "Training", vpc=self.vpc).security_group
+
+    @property
+    def node_network(self) -> NodeNetwork:
+        """The VPC and the groups every GPU node carries, as the fleet stack takes them."""
+        return NodeNetwork(self.vpc, self.node_security_group, self.efa_security_group, self.training_security_group)

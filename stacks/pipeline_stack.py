@@ -11,7 +11,7 @@ from constructs import Construct
 
 from config import Environment
 from config.fleets import FleetRole
-from config.pipeline_schema import Pipeline
+from config.pipeline_schema import Pipeline, PipelineRoles
 from config.sharing import ImageSharing
 from gpu_constructs.pipeline.pipeline_acknowledgments import acknowledge_pipeline_grants
 from gpu_constructs.pipeline.pipeline_artifacts import PipelineArtifacts
@@ -54,6 +54,7 @@ class PipelineStack(Stack):
         config: Pipeline,
         environments: Sequence[Environment],
         image_sharing: Mapping[str, ImageSharing],
+        pipeline_roles: Mapping[str, PipelineRoles],
         cli_version: str,
     ) -> None:
         super().__init__(
@@ -80,7 +81,8 @@ class PipelineStack(Stack):
         by_name = {env.name: env for env in environments}
         for name in config.promotion:
             env = by_name[name]
-            self.stages.append(self._add_stage(app, config, env, image_sharing[env.name], source))
+            stage = PlatformStage(app, env=env, image_sharing=image_sharing[name], pipeline_roles=pipeline_roles[name])
+            self.stages.append(self._add_stage(stage, config, env, source))
         # Built now rather than at synth, so that what it generates can be hardened and acknowledged.
         self.pipeline.build_pipeline()
         self.artifacts = PipelineArtifacts(self, "Artifacts", bucket=self.pipeline.pipeline.artifact_bucket)
@@ -122,15 +124,9 @@ class PipelineStack(Stack):
         )
 
     def _add_stage(
-        self,
-        app: Stage,
-        config: Pipeline,
-        env: Environment,
-        sharing: ImageSharing,
-        source: pipelines.IFileSetProducer,
+        self, stage: PlatformStage, config: Pipeline, env: Environment, source: pipelines.IFileSetProducer
     ) -> PlatformStage:
-        """``env``'s stage, beside this stack in the app, and its wave: approval and gate before, checks after."""
-        stage = PlatformStage(app, env=env, image_sharing=sharing)
+        """``env``'s stage (beside this stack in the app) in its wave: approval and gate before, checks after."""
         self._checks[env.name] = post_deploy_check(
             self, environment=env.name, account=env.account, region=env.region, source=source
         )

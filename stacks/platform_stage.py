@@ -8,7 +8,9 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from config import Environment, ImageSharing
+from config.pipeline_schema import PipelineRoles
 from gpu_constructs.fleet.render.node_logs import NODE_LOGS
+from gpu_constructs.platform_fleet.site import LustreMount
 from stacks.fleet_stack import FleetStack
 from stacks.image_stack import ImageStack
 from stacks.monitoring_stack import MonitoringStack
@@ -20,7 +22,16 @@ from stacks.storage_stack import StorageStack
 class PlatformStage(Stage):
     """One environment of the platform (``cdk.out/assembly-<env>/``)."""
 
-    def __init__(self, scope: Construct, *, env: Environment, image_sharing: ImageSharing) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        env: Environment,
+        image_sharing: ImageSharing,
+        pipeline_roles: PipelineRoles | None = None,
+    ) -> None:
+        """``pipeline_roles``: the roles of this environment that pipeline steps assume (config/pipeline_schema.py
+        ``pipeline_roles``, resolved before synth); none by default."""
         super().__init__(scope, env.name, env=AwsEnvironment(account=env.account, region=env.region))
         self.security = SecurityStack(self, "Security", env=env, node_logs=list(NODE_LOGS))
         self.network = NetworkStack(self, "Network", env=env, logs_key=self.security.logs_key)
@@ -49,19 +60,10 @@ class PlatformStage(Stage):
             self,
             "Fleets",
             env=env,
-            vpc=self.network.vpc,
-            node_security_group=self.network.node_security_group,
-            efa_security_group=self.network.efa_security_group,
-            training_security_group=self.network.training_security_group,
-            node_role=self.security.node_role.role,
-            instance_profile=self.security.node_role.instance_profile,
-            volume_key=self.security.data_key,
-            alerts_topic=self.security.alerts_topic,
-            node_log_groups=self.security.node_log_groups,
-            fsx_dns_name=self.storage.lustre.file_system.dns_name,
-            fsx_mount_name=self.storage.lustre.file_system.mount_name,
-            access_log_bucket=self.security.access_log_bucket,
-            slurm_profiles=self.security.slurm_profiles,
+            network=self.network.node_network,
+            security=self.security.node_security,
+            lustre=LustreMount(self.storage.lustre.file_system.dns_name, self.storage.lustre.file_system.mount_name),
+            pipeline_roles=pipeline_roles or PipelineRoles(),
         )
         self.fleets.add_stack_dependency(self.image, "the fleets resolve the AMI parameter the image stack writes")
         self.monitoring = MonitoringStack(

@@ -16,6 +16,7 @@ from config import Environment
 from config.naming import ResourceNames
 from config.schema import ObjectLockMode
 from gpu_constructs.observability.alerts_topic import AlertsTopic
+from gpu_constructs.platform_fleet.site import NodeSecurity
 from gpu_constructs.scheduler.login_role import SlurmLoginRole
 from gpu_constructs.scheduler.slurm_scheduler import SlurmProfiles
 from gpu_constructs.security.audit_trail import AuditTrail
@@ -200,4 +201,17 @@ class SecurityStack(PlatformStack):
             encryption_key=self.logs_key,
             retention=self.log_retention,
             removal_policy=self.removal_policy,
+        )
+
+    @property
+    def node_security(self) -> NodeSecurity:
+        """What the fleet stack's nodes take from this stack."""
+        return NodeSecurity(
+            node_role=self.node_role.role,
+            instance_profile=self.node_role.instance_profile,
+            volume_key=self.data_key,
+            alerts_topic=self.alerts_topic,
+            node_log_groups=self.node_log_groups,
+            access_log_bucket=self.access_log_bucket,
+            slurm_profiles=self.slurm_profiles,
         )

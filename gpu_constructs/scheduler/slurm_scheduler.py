@@ -1,9 +1,8 @@
-"""Slurm on AWS PCS for an environment: the cluster, its security groups, the login nodes and the Slurm fleets."""
+"""Slurm on AWS PCS for an environment: the cluster, its security groups and the login nodes."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aws_cdk import CfnOutput, Stack
@@ -12,13 +11,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct, IConstruct
 
-from config.catalog import InstanceType
-from config.fleets import Fleet
 from config.slurm import Slurm
 from gpu_constructs.fleet.render.node_settings import people_json
 from gpu_constructs.scheduler.login_nodes import LoginNodes
 from gpu_constructs.scheduler.slurm_cluster import SlurmCluster
-from gpu_constructs.scheduler.slurm_fleet import NodeSecurityGroups, SlurmFleet
+from gpu_constructs.scheduler.slurm_fleet import NodeSecurityGroups
 from gpu_constructs.scheduler.slurm_security_groups import SlurmSecurityGroups
 
 
@@ -32,12 +29,13 @@ class SlurmProfiles:
 
 
 @dataclass(frozen=True)
-class SlurmFleetSpec:
-    """A ``scheduler: slurm`` fleet with its catalog rows and its nodes' shell user data."""
+class SlurmFleetCluster:
+    """What a Slurm fleet's node groups are built on: the cluster's id, the compute nodes' instance profile and the
+    security groups they carry."""
 
-    fleet: Fleet
-    instance_types: Sequence[InstanceType]
-    user_data: ec2.UserData
+    cluster_id: str
+    instance_profile: iam.IInstanceProfile
+    security_groups: NodeSecurityGroups
 
 
 @dataclass(frozen=True)
@@ -50,13 +48,13 @@ class PlatformGroups:
 
 
 class SlurmScheduler(Construct):
-    """The cluster's controller interface sits in the GPU subnet of the first Slurm fleet's first zone; the login
-    nodes beside it; each fleet's node groups in its own zones' GPU subnets. Every node group waits for
-    ``launch_after`` (what a node needs at boot: the read policy of its scripts, the node log groups). The stack
-    outputs the cluster's id and each fleet's queue, for the operator command and the people who submit.
+    """The cluster's controller interface sits in the GPU subnet of ``controller_zone`` (the first Slurm fleet's
+    first zone), the login nodes beside it; they wait for ``launch_after`` (what a node needs at boot: the read
+    policy of its scripts, the node log groups). The stack outputs the cluster's id. The Slurm fleets' node groups
+    and queues are built by each fleet (gpu_constructs/platform_fleet/) on ``fleet_cluster``.
 
     Attributes:
-        security_groups, cluster (SlurmCluster), login (LoginNodes), fleets (fleet name -> SlurmFleet).
+        security_groups, cluster (SlurmCluster), login (LoginNodes), fleet_cluster (SlurmFleetCluster).
     """
 
     def __init__(
@@ -66,34 +64,25 @@ class SlurmScheduler(Construct):
         *,
         env_name: str,
         slurm: Slurm,
-        fleets: Sequence[SlurmFleetSpec],
+        controller_subnet_id: str,
         vpc: ec2.IVpc,
-        subnet_group_name: str,
         machine_image: ec2.IMachineImage,
         groups: PlatformGroups,
         profiles: SlurmProfiles,
         volume_key: kms.IKey,
-        placement_tags: Mapping[str, str] | None = None,
         launch_after: Sequence[IConstruct] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        if not fleets:
-            raise ValueError("a Slurm scheduler needs at least one scheduler: slurm fleet (config/slurm.py)")
         self.security_groups = SlurmSecurityGroups(self, "SecurityGroups", vpc=vpc)
-
-        def subnets(zones: Sequence[str]) -> list[str]:
-            return vpc.select_subnets(subnet_group_name=subnet_group_name, availability_zones=list(zones)).subnet_ids
-
-        controller_subnet = subnets(fleets[0].fleet.availability_zones[:1])[0]
         self.cluster = SlurmCluster(
-            self, "Cluster", slurm=slurm, subnet_id=controller_subnet, security_group=self.security_groups.cluster
+            self, "Cluster", slurm=slurm, subnet_id=controller_subnet_id, security_group=self.security_groups.cluster
         )
         self.login = LoginNodes(
             self,
             "Login",
             login=slurm.login,
             cluster_id=self.cluster.cluster_id,
-            subnet_ids=[controller_subnet],
+            subnet_ids=[controller_subnet_id],
             machine_image=machine_image,
             instance_profile=profiles.login,
             security_groups=[groups.node, self.security_groups.nodes],
@@ -101,41 +90,15 @@ class SlurmScheduler(Construct):
             people_json=people_json(slurm),
             accounting=slurm.accounting,
         )
-        node_groups = NodeSecurityGroups(groups.node, groups.efa, groups.training, self.security_groups.nodes)
-        self.fleets = {
-            spec.fleet.name: SlurmFleet(
-                self,
-                f"Fleet-{spec.fleet.name}",
-                fleet=spec.fleet,
-                instance_types=spec.instance_types,
-                cluster_id=self.cluster.cluster_id,
-                subnet_ids=subnets(spec.fleet.availability_zones),
-                machine_image=machine_image,
-                user_data=spec.user_data,
-                instance_profile=profiles.compute,
-                security_groups=node_groups,
-                volume_key=volume_key,
-                placement_tags=placement_tags,
-            )
-            for spec in fleets
-        }
-        self._wire(env_name, launch_after)
-
-    def _wire(self, env_name: str, launch_after: Sequence[IConstruct]) -> None:
-        """Every node group after ``launch_after``; the stack's outputs."""
-        for group in [self.login.node_group, *(g for f in self.fleets.values() for g in f.node_groups.values())]:
-            group.node.add_dependency(*launch_after)
-        stack = Stack.of(self)
+        self.login.node_group.node.add_dependency(*launch_after)
+        self.fleet_cluster = SlurmFleetCluster(
+            cluster_id=self.cluster.cluster_id,
+            instance_profile=profiles.compute,
+            security_groups=NodeSecurityGroups(groups.node, groups.efa, groups.training, self.security_groups.nodes),
+        )
         CfnOutput(
-            stack,
+            Stack.of(self),
             "SlurmClusterId",
             value=self.cluster.cluster_id,
             description=f"GPU platform {env_name}: the AWS PCS cluster (managed Slurm) of the Slurm fleets",
         )
-        for name, fleet in self.fleets.items():
-            CfnOutput(
-                stack,
-                f"SlurmQueue{re.sub('[^A-Za-z0-9]', '', name.title())}",
-                value=fleet.queue.attr_id,
-                description=f"GPU platform {env_name}: the PCS queue of the {name} fleet (Slurm partition {name})",
-            )
