@@ -7,12 +7,15 @@ from aws_cdk import aws_pcs as pcs
 from constructs import Construct
 
 from config.slurm import Slurm
+from config.slurm_settings import cluster_settings
 
 
 class SlurmCluster(Construct):
     """An AWS::PCS::Cluster of ``slurm.cluster_size`` running ``slurm.slurm_version``, with PCS's Slurm accounting
     (``Accounting.Mode`` STANDARD: jobs' usage per user and account, what fair share and ``sacct`` read) unless
-    ``slurm.accounting`` is false, and idle nodes stopped after ``slurm.scale_down_idle_seconds``.
+    ``slurm.accounting`` is false, and idle nodes stopped after ``slurm.scale_down_idle_seconds``. Its custom Slurm
+    settings are the platform's priority and accounting policy (config/slurm_settings.py): fair share between
+    teams, the urgent QoS first; SlurmConfiguration is updatable in place (registry schema: not create-only).
 
     PCS puts the controller's network interface in one subnet (the registry schema: "AWS PCS currently supports
     only 1 subnet"), with ``security_group``. The cluster has no fixed name: Name, Size and Networking are
@@ -37,6 +40,10 @@ class SlurmCluster(Construct):
             slurm_configuration=pcs.CfnCluster.SlurmConfigurationProperty(
                 scale_down_idle_time_in_seconds=slurm.scale_down_idle_seconds,
                 accounting=pcs.CfnCluster.AccountingProperty(mode="STANDARD" if slurm.accounting else "NONE"),
+                slurm_custom_settings=[
+                    pcs.CfnCluster.SlurmCustomSettingProperty(parameter_name=name, parameter_value=value)
+                    for name, value in cluster_settings(slurm).items()
+                ],
             ),
         )
         self.cluster_id = self.cluster.attr_id

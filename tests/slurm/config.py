@@ -1,8 +1,8 @@
 """The test cluster's files: slurm.conf, slurmdbd.conf, MariaDB's my.cnf, the accounts, and the nodes' prolog.
 
 Settings a PCS cluster needs too (the CDK side sets them through PCS's custom Slurm settings where PCS allows):
-accounting through slurmdbd with ``AccountingStorageEnforce=associations,limits,qos``; fair share
-(``PriorityType=priority/multifactor``) with QoS weighted above it, so ``--qos urgent`` goes first;
+accounting through slurmdbd; the priority and accounting policy the PCS cluster carries as custom settings
+(config/slurm_settings.py: fair share with QoS weighted above it, so ``--qos urgent`` goes first);
 ``JobRequeue=1``; the platform's health check as ``Prolog=`` on every node of an allocation
 (``PrologFlags=Alloc``), whose failure requeues the job without holding it
 (``SchedulerParameters=nohold_on_prolog_fail,sched_interval=1``). Test-only: short timeouts (``KillWait``, ``cred_expire``: how
@@ -12,6 +12,9 @@ long a requeued job waits), loopback, root as SlurmUser.
 from __future__ import annotations
 
 from pathlib import Path
+
+from config.slurm import Slurm
+from config.slurm_settings import cluster_settings
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
 HEALTH_CHECK = ROOT_DIR / "scripts" / "node" / "slurm-health-check.sh"
@@ -70,12 +73,18 @@ PidFile={root / "state" / "slurmdbd.pid"}
 """
 
 
+def pcs_policy_lines() -> str:
+    """The settings the PCS cluster carries as custom settings (config/slurm_settings.py), as slurm.conf lines."""
+    return "\n".join(f"{name}={value}" for name, value in cluster_settings(Slurm()).items())
+
+
 def slurm_conf(root: Path, ports: dict[str, int], nodes: tuple[str, ...]) -> str:
     munge = root / "munge" / "munge.socket"
     node_lines = "\n".join(
         f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={ports[name]} CPUs=2 RealMemory=1000"
         for name in nodes
     )
+    pcs_policy = pcs_policy_lines()
     return f"""ClusterName={CLUSTER}
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={ports["ctld"]}
@@ -100,11 +109,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort={ports["dbd"]}
 AccountingStoragePass={munge}
-AccountingStorageEnforce=associations,limits,qos
-PriorityType=priority/multifactor
-PriorityWeightFairshare=10000
-PriorityWeightQOS=100000
-PriorityWeightAge=100
+{pcs_policy}
 PriorityCalcPeriod=1
 SchedulerType=sched/backfill
 SchedulerParameters=nohold_on_prolog_fail,sched_interval=1

@@ -19,3 +19,17 @@ def test_the_cluster_runs_the_configured_slurm_with_accounting(slurm_synth: Synt
     assert props["Size"] == "SMALL"
     assert len(props["Networking"]["SubnetIds"]) == 1  # PCS takes one subnet for the controller
     assert "Name" not in props  # create-only: a replacement must not collide with the cluster it replaces
+
+
+def test_the_cluster_carries_the_platforms_priority_and_accounting_policy(
+    slurm_synth: Synth, fleets: StackTemplate
+) -> None:
+    ((_, cluster),) = fleets.resources("AWS::PCS::Cluster").items()
+    settings = cluster["Properties"]["SlurmConfiguration"]["SlurmCustomSettings"]
+    assert {s["ParameterName"]: s["ParameterValue"] for s in settings} == {
+        "PriorityType": "priority/multifactor",
+        "PriorityWeightFairshare": "10000",
+        "PriorityWeightQOS": "100000",  # the urgent QoS ahead of any team's fair share
+        "PriorityWeightAge": "100",
+        "AccountingStorageEnforce": "associations,limits,safe",
+    }
