@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from config.fleets import Placement
+from config.fleets import Placement, Scheduler
 from config.network import EgressMode
 from config.schema import Environment
 
@@ -170,11 +170,23 @@ def _shown(value: object) -> str:
 
 
 def _scheduler(before: Environment, after: Environment) -> Iterator[Change]:
-    """A fleet moved between Auto Scaling and Slurm loses its nodes; a PCS cluster's size is create-only."""
-    schedulers = {f.name: f.scheduler for f in before.fleets}
+    """A fleet moved between Auto Scaling and Slurm loses its nodes; a Slurm fleet's instance types and a PCS
+    cluster's size are create-only (a compute node group's InstanceConfigs, a cluster's Size)."""
+    previous = {f.name: f for f in before.fleets}
     for i, fleet in enumerate(after.fleets):
-        old = schedulers.get(fleet.name)
-        if old is not None and old is not fleet.scheduler:
+        old = previous[fleet.name].scheduler if fleet.name in previous else None
+        if old is fleet.scheduler is Scheduler.SLURM:
+            types = set(previous[fleet.name].instance_types)
+            if types != set(fleet.instance_types):  # InstanceConfigs is a set (insertionOrder false): order is free
+                yield Change(
+                    f"fleets[{i}].instance_types",
+                    f"{_shown(sorted(types))} -> {_shown(sorted(fleet.instance_types))} replaces fleet "
+                    f"{fleet.name!r}'s PCS node groups (InstanceConfigs is create-only): their nodes stop, running "
+                    "jobs with them",
+                    "drain the queue (scontrol update partition=NAME state=drain) and deploy when no job runs; or add "
+                    "a Slurm fleet with the new types beside this one, move the work, then remove this fleet",
+                )
+        elif old is not None and old is not fleet.scheduler:
             yield Change(
                 f"fleets[{i}].scheduler",
                 f"{old.value} -> {fleet.scheduler.value} deletes fleet {fleet.name!r}'s "

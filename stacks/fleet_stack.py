@@ -82,11 +82,12 @@ class FleetStack(PlatformStack):
         self.ami_gate_role = None if gate is None else self._ami_gate_role(gate)
 
     def _slurm_scheduler(self) -> SlurmScheduler | None:
-        """Slurm on AWS PCS where a fleet sets ``scheduler: slurm``: the controller in the first such fleet's first
-        zone; its login nodes wait for what a node needs at boot."""
+        """Slurm on AWS PCS where a fleet sets ``scheduler: slurm``: the controller in the GPU subnet of the
+        environment's first zone, whatever the fleets (a cluster's Networking is create-only: a controller that
+        followed a fleet's zones would replace the cluster, its queues, node groups and accounting, on a fleet
+        edit); its login nodes wait for what a node needs at boot."""
         env, site = self._env, self.site
-        slurm_fleets = [f for f in env.fleets if f.scheduler is Scheduler.SLURM]
-        if not slurm_fleets:
+        if not any(f.scheduler is Scheduler.SLURM for f in env.fleets):
             return None
         profiles, training = site.security.slurm_profiles, site.network.training
         if env.slurm is None or profiles is None or training is None:
@@ -97,7 +98,7 @@ class FleetStack(PlatformStack):
             "Slurm",
             env_name=env.name,
             slurm=env.slurm,
-            controller_subnet_id=network.subnet_ids(list(slurm_fleets[0].availability_zones[:1]))[0],
+            controller_subnet_id=network.subnet_ids([env.availability_zones[0]])[0],
             vpc=network.vpc,
             machine_image=site.machine_image,
             groups=PlatformGroups(network.node, network.efa, training),

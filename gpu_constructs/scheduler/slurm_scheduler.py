@@ -48,8 +48,8 @@ class PlatformGroups:
 
 
 class SlurmScheduler(Construct):
-    """The cluster's controller interface sits in the GPU subnet of ``controller_zone`` (the first Slurm fleet's
-    first zone), the login nodes beside it; they wait for ``launch_after`` (what a node needs at boot: the read
+    """The cluster's controller interface sits in ``controller_subnet_id`` (the GPU subnet of the environment's first
+    zone: Networking is create-only, so no fleet edit may move it), the login nodes beside it; they wait for ``launch_after`` (what a node needs at boot: the read
     policy of its scripts, the node log groups). The stack outputs the cluster's id. The Slurm fleets' node groups
     and queues are built by each fleet (gpu_constructs/platform_fleet/) on ``fleet_cluster``.
 

@@ -55,9 +55,10 @@ def log_retention(data: Config) -> str | None:
 
 
 def capacity(data: Config) -> str | None:
-    if not data.get("fleets"):
-        return "no fleet"
-    for fleet in data["fleets"]:
+    fleets = [f for f in data.get("fleets", []) if not f.get("capacity_block")]  # a block's max is its size
+    if not fleets:
+        return "no fleet outside a Capacity Block"
+    for fleet in fleets:
         fleet["capacity"]["max"] += 1
     return None
 
@@ -138,8 +139,13 @@ def _catalog_type(name: str) -> Any:
         return None
 
 
+def _auto_scaling(data: Config) -> list[Config]:
+    """The fleets on an Auto Scaling group (a Slurm fleet's node groups take its types create-only)."""
+    return [f for f in data.get("fleets", []) if f.get("scheduler", "none") == "none"]
+
+
 def new_instance_type(data: Config) -> str | None:
-    for fleet in data.get("fleets", []):
+    for fleet in _auto_scaling(data):
         first = _catalog_type(fleet["instance_types"][0])
         for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge"):
             name = f"{first.family}.{size}"
@@ -147,12 +153,12 @@ def new_instance_type(data: Config) -> str | None:
             if name not in fleet["instance_types"] and other is not None and other.gpu_count == first.gpu_count:
                 fleet["instance_types"].append(name)
                 return None
-    return "no fleet with a catalog type of the same GPU count to add"
+    return "no Auto Scaling fleet with a catalog type of the same GPU count to add"
 
 
 def capacity_desired(data: Config) -> str | None:
     changed = False
-    for fleet in data.get("fleets", []):
+    for fleet in _auto_scaling(data):  # PCS starts Slurm nodes on submit: they have no desired
         cap = fleet["capacity"]
         if cap.get("desired", cap["min"]) < cap["max"]:
             cap["desired"] = cap.get("desired", cap["min"]) + 1

@@ -58,6 +58,9 @@ PROTECTED_TYPES = frozenset(
         "AWS::IAM::InstanceProfile",
         "AWS::KMS::Key",
         "AWS::Logs::LogGroup",
+        "AWS::PCS::Cluster",
+        "AWS::PCS::ComputeNodeGroup",
+        "AWS::PCS::Queue",
         "AWS::S3::Bucket",
         "AWS::SNS::Topic",
         "AWS::SSM::Document",
@@ -158,7 +161,7 @@ def replacements(before: Templates, after: Templates) -> list[Replacement]:
                 continue
             for path in create_only_paths(old["Type"]):
                 old_value, new_value = (value_at(r.get("Properties", {}), path) for r in (old, new))
-                if _canonical(old_value) != _canonical(new_value):
+                if _compared(old["Type"], path, old_value) != _compared(old["Type"], path, new_value):
                     found[(stack, logical_id)] = Replacement(
                         stack, logical_id, old["Type"], f"create-only {'/'.join(path)} changes"
                     )
@@ -208,6 +211,23 @@ def consumers_left_behind(before: Templates, after: Templates, replaced: list[Re
             if read and _canonical(old.get("Properties")) == _canonical(resource.get("Properties")):
                 stale.append(f"{stack} {logical_id} reads {read[0]} and does not change")
     return stale
+
+
+@cache
+def _unordered(type_: str, top: str) -> bool:
+    """Whether the registry schema says the order of list property ``top`` does not matter (insertionOrder false):
+    CloudFormation compares it as a set, so a reorder changes nothing."""
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(SCHEMA_REGION, type_).schema
+    return schema.get("properties", {}).get(top, {}).get("insertionOrder") is False
+
+
+def _compared(type_: str, path: tuple[str, ...], value: Any) -> str:
+    """``value`` of create-only ``path`` as CloudFormation compares it."""
+    if isinstance(value, list) and len(path) == 1 and _unordered(type_, path[0]):
+        return json.dumps(sorted(_canonical(item) for item in value))
+    return _canonical(value)
 
 
 def _canonical(value: Any) -> str:

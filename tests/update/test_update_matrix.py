@@ -11,7 +11,6 @@ replaced resource. docs/operations.md carries the table.
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,10 @@ import pytest
 from config.changes import unsafe_changes
 from config.loader import CONFIG_DIR, load_environment
 from tests.synth import Synth
+from tests.update.checks import ami_parameter_writers, check_in_place, environment_of, in_use
 from tests.update.edits import IN_PLACE, REFUSED, REMOVAL, Edit
-from tests.update.replacements import Replacement, Templates, consumers_left_behind, replacements
+from tests.update.replacements import Templates, consumers_left_behind, replacements
+from tests.update.slurm_edits import SLURM_IN_PLACE, SLURM_REFUSED
 from tests.update.synth_edit import read_config, synth_edited, synth_files, templates_of
 
 ENVS = ("dev", "staging", "prod")
@@ -39,48 +40,6 @@ def _edited(env: str, edits: tuple[Edit, ...]) -> tuple[dict[str, Any], list[str
     return data, applied
 
 
-def _environment(data: dict[str, Any], tmp_path: Path) -> Any:
-    path = tmp_path / f"{data['name']}.yaml"
-    path.write_text(json.dumps(data))  # JSON is YAML
-    return load_environment(path)
-
-
-def _in_use(found: list[Replacement]) -> list[str]:
-    return [str(r) for r in found if r.protected]
-
-
-def _ami_parameter_writers(templates: Templates) -> dict[str, Any]:
-    """The custom resources that write the fleets' AMI parameter (their Create/Update calls)."""
-    return {
-        f"{stack}/{lid}": r["Properties"]
-        for stack, t in templates.items()
-        for lid, r in t["Resources"].items()
-        if r["Type"] == "Custom::AWS" and "putParameter" in json.dumps(r["Properties"])
-    }
-
-
-def _image_versions_collide(before: Templates, after: Templates, found: list[Replacement]) -> list[str]:
-    """Replaced Image Builder components and recipes whose (Name, Version) stays: the new one would collide."""
-    collide = []
-    for r in found:
-        if r.type in ("AWS::ImageBuilder::Component", "AWS::ImageBuilder::ImageRecipe"):
-            old = before[r.stack]["Resources"][r.logical_id]["Properties"]
-            new = after.get(r.stack, {}).get("Resources", {}).get(r.logical_id, {}).get("Properties")
-            if new is not None and (old["Name"], old["Version"]) == (new["Name"], new["Version"]):
-                collide.append(str(r))
-    return collide
-
-
-def _check_in_place(env: str, before: Templates, after: Templates, data: dict[str, Any], tmp_path: Path) -> None:
-    found = replacements(before, after)
-    assert _in_use(found) == []
-    assert consumers_left_behind(before, after, found) == []
-    assert _image_versions_collide(before, after, found) == []
-    assert _ami_parameter_writers(after) == _ami_parameter_writers(before)
-    deployed = load_environment(CONFIG_DIR / f"{env}.yaml")
-    assert unsafe_changes(deployed, _environment(data, tmp_path)) == []
-
-
 def _first_env(edit: Edit) -> tuple[str, dict[str, Any]]:
     """The first shipped environment the edit applies to (dev, then staging, then prod), with its edited config."""
     reasons = []
@@ -93,20 +52,20 @@ def _first_env(edit: Edit) -> tuple[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("edit", IN_PLACE, ids=lambda e: e.name)
-def test_each_in_place_edit_alone_replaces_nothing_in_use(
+def test_each_in_place_edit_alone_replaces_nothingin_use(
     edit: Edit, before: dict[str, Templates], tmp_path: Path
 ) -> None:
     env, data = _first_env(edit)
-    _check_in_place(env, before[env], synth_edited(CONFIG_DIR, env, data, tmp_path), data, tmp_path)
+    check_in_place(CONFIG_DIR, env, before[env], synth_edited(CONFIG_DIR, env, data, tmp_path), data, tmp_path)
 
 
 @pytest.mark.parametrize("env", ["staging", "prod"])
-def test_every_in_place_edit_at_once_replaces_nothing_in_use(
+def test_every_in_place_edit_at_once_replaces_nothingin_use(
     env: str, before: dict[str, Templates], tmp_path: Path
 ) -> None:
     data, applied = _edited(env, IN_PLACE)
     assert applied  # the shipped environments take most of them (tags, capacity, log retention at least)
-    _check_in_place(env, before[env], synth_edited(CONFIG_DIR, env, data, tmp_path), data, tmp_path)
+    check_in_place(CONFIG_DIR, env, before[env], synth_edited(CONFIG_DIR, env, data, tmp_path), data, tmp_path)
 
 
 @pytest.mark.parametrize("edit", REFUSED, ids=lambda e: e.name)
@@ -117,9 +76,9 @@ def test_an_edit_that_replaces_what_is_in_use_is_refused_and_its_consumers_follo
     after = synth_edited(CONFIG_DIR, env, data, tmp_path)
     found = replacements(before[env], after)
     # The templates confirm the refusal is needed: something in use is replaced ...
-    assert _in_use(found), f"{edit.name}: nothing in use is replaced: the refusal is not needed"
+    assert in_use(found), f"{edit.name}: nothing in use is replaced: the refusal is not needed"
     # ... validate refuses it, naming the field, with the safe way ...
-    changes = unsafe_changes(load_environment(CONFIG_DIR / f"{env}.yaml"), _environment(data, tmp_path))
+    changes = unsafe_changes(load_environment(CONFIG_DIR / f"{env}.yaml"), environment_of(data, tmp_path))
     assert changes and all(c.safe_way for c in changes)
     # ... and done anyway (--allow-replacement), every stack that reads the replaced resource changes with it.
     assert consumers_left_behind(before[env], after, found) == []
@@ -161,14 +120,15 @@ def test_a_new_environment_replaces_nothing_in_the_others(before: dict[str, Temp
     after = synth_files(CONFIG_DIR, files, [*builders, "staging", "qa"], tmp_path)
     for env in [*builders, "staging"]:
         found = replacements(before[env], after[env])
-        assert _in_use(found) == [], env
+        assert in_use(found) == [], env
         assert consumers_left_behind(before[env], after[env], found) == [], env
-        assert _ami_parameter_writers(after[env]) == _ami_parameter_writers(before[env]), env
+        assert ami_parameter_writers(after[env]) == ami_parameter_writers(before[env]), env
     assert after["qa"]  # and the new environment synthesizes
 
 
 def test_the_table_in_the_operations_guide_lists_every_edit() -> None:
     guide = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     assert "## What an edit does to a running environment" in guide
-    missing = [e.name for e in (*IN_PLACE, *REFUSED, REMOVAL) if f"| {e.name} |" not in guide]
+    edits = (*IN_PLACE, *REFUSED, REMOVAL, *SLURM_IN_PLACE, *SLURM_REFUSED)
+    missing = [e.name for e in edits if f"| {e.name} |" not in guide]
     assert missing == []
