@@ -48,24 +48,36 @@ DEFAULT_VERSIONS: dict[str, str] = {
     "CloudWatchAgentVersion": "1.300073.2b1889",
 }
 
-#: Every version parameter some component takes, in the order of DEFAULT_VERSIONS.
+#: Every version parameter the components of every image take, in the order of DEFAULT_VERSIONS.
 VERSION_PARAMETERS: tuple[str, ...] = tuple(DEFAULT_VERSIONS)
+
+#: The versions only the image of an environment with a ``slurm:`` section carries (config/image_components.py
+#: SLURM_COMPONENTS): AWS PCS's agent and PCS's Slurm build, written as AWS names its installers
+#: (aws-pcs-agent-v1.3.1-1.tar.gz; aws-pcs-slurm-25.05-installer-25.05.5-1.tar.gz, whose 25.05 is the cluster's
+#: slurm.slurm_version). No defaults: AWS publishes installer releases per Slurm version, so such an environment pins
+#: both in ``versions`` (``slurm_version_problems``); these values only serve as examples in its messages.
+SLURM_VERSION_EXAMPLES: dict[str, str] = {"PcsAgentVersion": "1.3.1-1", "PcsSlurmVersion": "25.05.5-1"}
+SLURM_VERSION_PARAMETERS: tuple[str, ...] = tuple(SLURM_VERSION_EXAMPLES)
 _TAKEN = {p for params in COMPONENTS.VERSION_PARAMETERS.values() for p in params}
-if set(VERSION_PARAMETERS) != _TAKEN:  # a component gained or lost a pin: keep the defaults in step
+if {*VERSION_PARAMETERS, *SLURM_VERSION_PARAMETERS} != _TAKEN:  # a component gained or lost a pin: keep in step
     raise ImportError(
-        f"config/image.py DEFAULT_VERSIONS ({sorted(VERSION_PARAMETERS)}) differs from the version parameters "
+        f"config/image.py DEFAULT_VERSIONS and SLURM_VERSION_EXAMPLES "
+        f"({sorted([*VERSION_PARAMETERS, *SLURM_VERSION_PARAMETERS])}) differ from the version parameters "
         f"of config/image_components.py ({sorted(_TAKEN)})"
     )
 
 #: Component parameters that are not versions, and where each comes from instead.
 _SET_ELSEWHERE = {
     "PipIndexUrl": "image.pip_index_url",
+    "PcsRegion": "the image stack (the building environment's region: AWS's PCS installers are downloaded there)",
     "ExpectedGpuCount": "the image stack (the builder's GPU count in the instance catalog)",
     "ExpectEfa": "the image stack (true where an EFA fleet launches the image: in this environment or image.share_with)",
 }
 
 # A version is substituted into the components' bash scripts: no spaces, quotes or shell syntax.
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+~_-]*$")
+#: An AWS PCS installer release as its file name writes it: VERSION-RELEASE (1.3.1-1, 25.05.5-1); never ``latest``.
+_PCS_RELEASE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+$")
 _PUBLIC_PARAMETER = re.compile(r"^/aws/service/[A-Za-z0-9_./-]+$")
 _CRON = re.compile(r"^cron\((\S+ ){5}\S+\)$")
 _HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/+-]*)?$")
@@ -107,7 +119,8 @@ class Image(Strict):
     - ``parent_image_parameter``: public SSM parameter of the AMI each build starts from
       (``ssm:<parameter>`` in the recipe, resolved by Image Builder at every build).
     - ``builder_instance_type``: the GPU instance type that builds and tests the image.
-    - ``versions``: every pinned version (parameter name -> version).
+    - ``versions``: every pinned version (parameter name -> version); with a ``slurm:`` section, AWS PCS's too
+      (``SLURM_VERSION_PARAMETERS``).
     - ``pip_index_url``: the package index PyTorch is installed from.
     - ``schedule``: when the pipeline checks for a new parent image (Image Builder cron, UTC).
     - ``root_volume_gib``: the image's root volume.
@@ -226,13 +239,14 @@ class Image(Strict):
 
 def _version_problem(key: str, version: Any) -> str | None:
     """The ``@key: ...`` problem of one ``versions`` entry, or None."""
-    if key not in VERSION_PARAMETERS:
+    known = (*VERSION_PARAMETERS, *SLURM_VERSION_PARAMETERS)
+    if key not in known:
         if key in _SET_ELSEWHERE:
             return f"@{key}: not a version; fix: remove it, {key} is set by {_SET_ELSEWHERE[key]}"
-        close = difflib.get_close_matches(key, VERSION_PARAMETERS, n=1, cutoff=0.9)
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.9)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        return f"@{key}: unknown version parameter; fix: {hint}remove it or use one of {', '.join(VERSION_PARAMETERS)}"
-    example = DEFAULT_VERSIONS[key]
+        return f"@{key}: unknown version parameter; fix: {hint}remove it or use one of {', '.join(known)}"
+    example = DEFAULT_VERSIONS.get(key) or SLURM_VERSION_EXAMPLES[key]
     if version is None or version == "":
         return f"@{key}: the version is empty; fix: pin one, e.g. {key}: {example}"
     if isinstance(version, bool) or not isinstance(version, str):
@@ -240,9 +254,47 @@ def _version_problem(key: str, version: Any) -> str | None:
             f"@{key}: {version!r} is not a string (YAML reads 2.10 as the number 2.1); "
             f"fix: quote the version, e.g. {key}: '{example}'"
         )
+    if key in SLURM_VERSION_PARAMETERS and not _PCS_RELEASE.match(version):
+        return (
+            f"@{key}: {version!r} is not an AWS PCS installer release; fix: pin a release AWS publishes, "
+            f"VERSION-RELEASE as its installer's file name writes it, e.g. {key}: '{example}'"
+        )
     if not _VERSION.match(version):
         return (
             f"@{key}: {version!r} is not a version; "
             f"fix: use digits, letters and . + ~ _ - only, starting with a digit, e.g. {example}"
         )
     return None
+
+
+def slurm_version_problems(image: Image, slurm_version: str | None) -> list[str]:
+    """``@image.versions...`` problems of the AWS PCS pins (``SLURM_VERSION_PARAMETERS``) of a building environment:
+    required where it has a ``slurm:`` section (``slurm_version``, its cluster's Slurm), refused where it has none,
+    and ``PcsSlurmVersion`` must be a build of the cluster's Slurm (PCS nodes run the controller's Slurm version)."""
+    if not image.build:
+        return []  # a receiving environment sets no versions (BUILD_FIELDS)
+    if slurm_version is None:
+        return [
+            f"@image.versions.{key}: set, but this environment has no slurm section, so its image carries no AWS PCS "
+            "software; fix: remove it, or add the slurm section"
+            for key in SLURM_VERSION_PARAMETERS
+            if key in image.versions
+        ]
+    missing = [key for key in SLURM_VERSION_PARAMETERS if key not in image.versions]
+    if missing:
+        examples = {**SLURM_VERSION_EXAMPLES, "PcsSlurmVersion": f"{slurm_version}.N-R"}
+        pins = ", ".join(f"{key}: '{examples[key]}'" for key in missing)
+        return [
+            f"@image.versions: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing, and an environment "
+            f"with a slurm section builds its image with AWS PCS's agent and Slurm {slurm_version}; fix: pin "
+            f"{'it' if len(missing) == 1 else 'them'} beside the other versions, e.g. {pins} (releases as AWS names "
+            f"its installers: aws-pcs-agent-v1.3.1-1.tar.gz, aws-pcs-slurm-{slurm_version}-installer-{slurm_version}.N-R.tar.gz)"
+        ]
+    release = image.versions["PcsSlurmVersion"]
+    if release.rsplit(".", 1)[0] != slurm_version:
+        return [
+            f"@image.versions.PcsSlurmVersion: {release!r} is AWS PCS's Slurm {release.rsplit('.', 1)[0]} installer, "
+            f"but slurm.slurm_version is {slurm_version!r} and PCS nodes run their cluster's Slurm; fix: pin a release "
+            f"of aws-pcs-slurm-{slurm_version}-installer, or change slurm.slurm_version"
+        ]
+    return []

@@ -50,6 +50,7 @@ VERSION_PARAMETERS: dict[str, tuple[str, ...]] = {
     "cloudwatch-agent": ("CloudWatchAgentVersion",),
     "lustre-client": ("LustreClientVersion",),
     "dcgm": ("DcgmVersion", "CudaVersion"),
+    "pcs-slurm": ("PcsAgentVersion", "PcsSlurmVersion"),
     "node-runtime": (),
     "gpu-validation": (),
 }
@@ -65,6 +66,7 @@ OTHER_PARAMETERS: dict[str, tuple[str, ...]] = {
     "cloudwatch-agent": (),
     "lustre-client": (),
     "dcgm": (),
+    "pcs-slurm": ("PcsRegion",),
     "node-runtime": (),
     "gpu-validation": ("ExpectedGpuCount", "ExpectEfa"),
 }
@@ -93,7 +95,26 @@ against it); the toolkit, cuDNN and NCCL for it, then EFA, the order of AWS's
 "get started with EFA and NCCL" guide (drivers, CUDA and cuDNN before the EFA software); DCGM
 after the toolkit whose CUDA major it follows; Lustre after the last reboot, so the kernel it
 matches is the one the image boots; the test-only ``gpu-validation`` last.
+
+These are the components of every image; ``SLURM_COMPONENTS`` adds those of an environment with a ``slurm:``
+section (``recipe_order``).
 """
+
+SLURM_COMPONENTS: dict[str, str] = {"pcs-slurm": "cloudwatch-agent"}
+"""The components only the image of an environment with a ``slurm:`` section carries, each with the component of
+``RECIPE_ORDER`` it follows in that image's recipe: ``pcs-slurm`` (AWS PCS's agent and PCS's Slurm build, which its
+compute node groups need) after the agents, before the node runtime and the test component. It needs nothing of the
+GPU stack; after ``os-updates``, its Slurm build's apt installs cannot move the kernel."""
+
+
+def recipe_order(*, slurm: bool) -> tuple[str, ...]:
+    """The components of an environment's image, in recipe order: ``RECIPE_ORDER``, and where the environment has a
+    ``slurm:`` section (``slurm``), ``SLURM_COMPONENTS`` each after the component it follows."""
+    order: list[str] = []
+    for name in RECIPE_ORDER:
+        order.append(name)
+        order += [extra for extra, after in SLURM_COMPONENTS.items() if slurm and after == name]
+    return tuple(order)
 
 
 RECORDED_VERSIONS: tuple[str, ...] = (
@@ -101,20 +122,24 @@ RECORDED_VERSIONS: tuple[str, ...] = (
     "CudaDefault",
     "Kernel",
 )
-"""The keys of ``IMAGE_VERSIONS_FILE``: every version parameter, the CUDA toolkit /usr/local/cuda points at
-(``CudaDefault``: the carried ``CudaVersion``, or a parent's newer default that was not moved back), and the
-kernel the image boots."""
+"""The keys of ``IMAGE_VERSIONS_FILE`` on every image: every version parameter of ``RECIPE_ORDER``, the CUDA toolkit
+/usr/local/cuda points at (``CudaDefault``: the carried ``CudaVersion``, or a parent's newer default that was not
+moved back), and the kernel the image boots. The test component checks each."""
+
+SLURM_RECORDED_VERSIONS: tuple[str, ...] = tuple(p for name in SLURM_COMPONENTS for p in VERSION_PARAMETERS[name])
+"""The keys ``SLURM_COMPONENTS`` add to ``IMAGE_VERSIONS_FILE`` on the image of an environment with a ``slurm:``
+section: their version parameters (the component's own validate and test phases check them)."""
 
 
 def component_names() -> tuple[str, ...]:
-    """Every component key, in recipe order."""
-    return RECIPE_ORDER
+    """Every component key, those only a Slurm environment's image carries included, in recipe order."""
+    return recipe_order(slurm=True)
 
 
 def component_path(name: str) -> Path:
     """The document of one component, e.g. ``component_path("efa")``."""
     if name not in VERSION_PARAMETERS:
-        known = ", ".join(RECIPE_ORDER)
+        known = ", ".join(component_names())
         raise KeyError(f"{name!r} is not an image component; known: {known}")
     return COMPONENTS_DIR / f"{name}.yaml"
 

@@ -18,7 +18,7 @@ from config.base import ENV_NAME, Strict, WrittenInt
 from config.budget import Budget
 from config.catalog import get_instance_type
 from config.fleets import Fleet, Scheduler
-from config.image import Image
+from config.image import Image, slurm_version_problems
 from config.jobs import Jobs
 from config.network import MIN_SUBNET_MASK, RFC1918, EgressMode, Network
 from config.notifications import Notifications
@@ -293,7 +293,8 @@ class Environment(Strict):
             for i, name in enumerate(self.image.share_with)
             if name == self.name
         ]
-        return problems
+        pcs = slurm_version_problems(self.image, self.slurm.slurm_version if self.slurm else None)
+        return problems + (pcs if self.slurm or not self.slurm_fleets else [])  # else: slurm_problems' one line
 
     def _tag_problems(self) -> list[str]:
         if self.tags["Environment"] != self.name:

@@ -63,9 +63,10 @@ def ami_key(scope: Construct, env: Environment, sharing: ImageSharing) -> ImageK
 
 
 def components(scope: Construct, env: Environment) -> dict[str, ImageComponent]:
-    """Component key -> its component, in recipe order."""
+    """Component key -> its component, in recipe order: those of every image, and where the environment has a
+    ``slurm:`` section, AWS PCS's agent and Slurm (``COMPONENTS.SLURM_COMPONENTS``) for its compute node groups."""
     prefix = ResourceNames.of(env).prefix
-    return {key: _component(scope, key, prefix=prefix) for key in COMPONENTS.RECIPE_ORDER}
+    return {key: _component(scope, key, prefix=prefix) for key in COMPONENTS.recipe_order(slurm=env.slurm is not None)}
 
 
 def _component(scope: Construct, key: str, *, prefix: str) -> ImageComponent:
@@ -95,12 +96,15 @@ def image_recipe(
         # software those fleets need; the test instance has no EFA device (Image Builder attaches
         # none), so the devices are checked on each EFA node at launch by the node bootstrap.
         "ExpectEfa": "true" if sharing.efa else "false",
+        # AWS's PCS installers are published in each region's bucket; the build downloads them in its own.
+        "PcsRegion": env.region,
     }
+    pcs = ", AWS PCS agent and Slurm" if env.slurm is not None else ""
     return ImageRecipe(
         scope,
         "Recipe",
         name=image_name_of(env),
-        description=f"GPU platform {env.name}: NVIDIA driver, CUDA, EFA/NCCL, PyTorch, node services",
+        description=f"GPU platform {env.name}: NVIDIA driver, CUDA, EFA/NCCL, PyTorch, node services{pcs}",
         parent_image=f"ssm:{image.parent_image_parameter}",
         steps=[
             RecipeStep(component, {p: parameter_values[p] for p in COMPONENTS.parameters(key)})

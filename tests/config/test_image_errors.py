@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from config import load_environment
-from config.image import DEFAULT_VERSIONS, VERSION_PARAMETERS
+from config.image import DEFAULT_VERSIONS, SLURM_VERSION_PARAMETERS, VERSION_PARAMETERS
 from tests.config.helpers import load_error, valid_dev, write_env
 
 Change = Callable[[dict[str, Any]], None]
-KNOWN_VERSIONS = ", ".join(VERSION_PARAMETERS)
+KNOWN_VERSIONS = ", ".join([*VERSION_PARAMETERS, *SLURM_VERSION_PARAMETERS])
 
 
 def _version(name: str, value: Any) -> Change:

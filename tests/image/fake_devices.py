@@ -1,5 +1,5 @@
-"""The parent image's machine, faked: GPUs and driver, kernel modules, systemd, keys and downloads
-(tests/image/fake_tools.py runs these; the package tools live there)."""
+"""The parent image's machine, faked: GPUs and driver, kernel modules, systemd, the EFA installer
+(tests/image/fake_tools.py runs these; the package tools live there, downloads and keys in fake_downloads.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,10 @@ import functools
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from fake_tools import ROOT, compare, fail, load, save
 
 PERSISTENCED = ROOT / "etc/systemd/system/nvidia-persistenced.service"
-SIGNING_KEY = "fpr:::::::::0123456789ABCDEF0123456789ABCDEFD58167303B789C72:"
 
 
 def _persistence_on() -> bool:
@@ -138,21 +136,6 @@ def linux_version(args: list[str]) -> int:
     return 0
 
 
-def gpg(args: list[str]) -> int:
-    if "--show-keys" in args:
-        print(SIGNING_KEY)
-    elif "-o" in args:
-        if args[-1] == args[args.index("-o") + 1]:  # no input file: the key comes on stdin (curl | gpg)
-            sys.stdin.read()
-        Path(args[args.index("-o") + 1]).write_text("fake keyring\n")
-    return 0
-
-
-def curl(args: list[str]) -> int:
-    print("-----BEGIN PGP PUBLIC KEY BLOCK-----\nfake\n-----END PGP PUBLIC KEY BLOCK-----")
-    return 0
-
-
 def efa_install(args: list[str]) -> int:
     """``fake-efa-install VERSION PLUGIN_DEBIAN_VERSION``: what an EFA installer leaves behind (the parent's, or
     the tarball's efa_installer.sh)."""
@@ -192,9 +175,6 @@ TOOLS: dict[str, Callable[[list[str]], int]] = {
     "update-alternatives": lambda args: 2,
     "uname": uname,
     "linux-version": linux_version,
-    "gpg": gpg,
-    "gpgv": _quiet,
-    "curl": curl,
     "nvidia-persistenced": _quiet,
     "nv-hostengine": _quiet,
     "dcgmi": dcgmi,

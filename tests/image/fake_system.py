@@ -7,7 +7,8 @@ tests/image/fake_tool_server.py, which runs them without an interpreter start pe
 document as Image Builder receives it (config/image_components.py ``document``, its includes expanded), fills in the
 parameters and runs the steps of the phases asked for: ExecuteBash as a bash script, CreateFile and WebDownload as
 files under the root (the downloads are made up from their URL: an EFA installer tarball whose installer leaves what
-the real one does, a CloudWatch agent .deb), Reboot as nothing. It stops at the first failed step, as AWSTOE does.
+the real one does, a CloudWatch agent .deb; what a step fetches with curl, AWS PCS's installers among it, is served by
+fake_downloads.py), Reboot as nothing. It stops at the first failed step, as AWSTOE does.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ TOOLS = [
     "nv-hostengine",
     "dcgmi",
     "fake-efa-install",
+    "fake-pcs-install",
 ]
 OS_RELEASE = (
     'PRETTY_NAME="Ubuntu {version} LTS"\nNAME="Ubuntu"\nVERSION_ID="{version}"\nVERSION_CODENAME={codename}\nID={id}\n'
@@ -81,7 +83,8 @@ class Parent:
     ``toolkit_nccl`` the NCCL a toolkit holds in its own lib/ (``MAJOR.MINOR`` -> NCCL version), ``ld_conf`` folders
     the parent lists in /etc/ld.so.conf.d ahead of the system's. ``pending_kernel``: a newer kernel the repositories
     offer, which unattended-upgrades installs the first time apt runs while its timer is live and the kernel is not
-    held. ``persistenced_unit``: the driver ships nvidia-persistenced.service (a runfile install does not)."""
+    held. ``persistenced_unit``: the driver ships nvidia-persistenced.service (a runfile install does not).
+    ``pcs_agent``, ``pcs_slurm``: the AWS PCS agent and PCS Slurm build AWS's installers left (VERSION-RELEASE)."""
 
     installed: dict[str, str]
     offered: dict[str, list[str]]
@@ -96,6 +99,8 @@ class Parent:
     ld_conf: tuple[str, ...] = ()
     pending_kernel: str | None = None
     persistenced_unit: bool = True
+    pcs_agent: str | None = None
+    pcs_slurm: str | None = None
 
 
 @dataclass
@@ -152,6 +157,9 @@ class FakeSystem:
         self._write_tool("python3", f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
         if self.parent.efa:
             self._tool("fake-efa-install", *self.parent.efa)
+        for what, release in (("agent", self.parent.pcs_agent), ("slurm", self.parent.pcs_slurm)):
+            if release:
+                self._tool("fake-pcs-install", what, *release.rsplit("-", 1), "-y")
 
     def _lay_out_libraries(self) -> None:
         """The system's library folder in the linker's configuration, and the parent's toolkits outside dpkg."""

@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import fnmatch  # noqa: F401 - loaded once here, for the children the tools run in
 import functools  # noqa: F401
+import gzip  # noqa: F401
+import hashlib  # noqa: F401
 import io
 import json  # noqa: F401
 import os
@@ -25,6 +27,7 @@ import re  # noqa: F401
 import select
 import socket
 import sys
+import tarfile  # noqa: F401
 import traceback
 import types
 from pathlib import Path
@@ -32,8 +35,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: The tools that read their standard input (gpg's key from ``curl | gpg``, ``linux-version sort``).
 READS_STDIN = frozenset({"gpg", "linux-version"})
-#: The tool modules, in import order (fake_devices imports fake_tools).
-MODULES = ("fake_tools", "fake_devices")
+#: The tool modules, in import order (fake_devices and fake_downloads import fake_tools).
+MODULES = ("fake_tools", "fake_devices", "fake_downloads")
 
 
 def wrapper(tool: str, port: int) -> str:
@@ -108,6 +111,7 @@ def _run(connection: socket.socket) -> None:
     try:
         fake_tools = _load("fake_tools")
         _load("fake_devices")
+        _load("fake_downloads")
         code = fake_tools.tools()[tool](args)
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else 1

@@ -233,11 +233,13 @@ def dpkg(args: list[str]) -> int:
 
 
 def tools() -> dict[str, Callable[[list[str]], int]]:
-    """Every fake tool by its name on PATH: the package tools here, the machine's in fake_devices.py."""
+    """Every fake tool by its name on PATH: the package tools here, the machine's in fake_devices.py, downloads,
+    keys and AWS PCS's installers in fake_downloads.py."""
     from fake_devices import TOOLS as DEVICE_TOOLS
+    from fake_downloads import TOOLS as DOWNLOAD_TOOLS
 
     package_tools = {"apt-get": apt_get, "apt-cache": apt_cache, "apt-mark": apt_mark, "dpkg-query": dpkg_query}
-    return {**package_tools, "dpkg": dpkg, **DEVICE_TOOLS}
+    return {**package_tools, "dpkg": dpkg, **DEVICE_TOOLS, **DOWNLOAD_TOOLS}
 
 
 if __name__ == "__main__":

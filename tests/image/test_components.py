@@ -96,12 +96,16 @@ BUILD_COMPONENTS = sorted(set(DOCUMENTS) - TEST_COMPONENTS)
 
 def test_every_component_of_versions_py_has_a_document_and_back() -> None:
     assert set(DOCUMENTS) == set(versions.VERSION_PARAMETERS) == set(versions.OTHER_PARAMETERS)
-    assert sorted(versions.RECIPE_ORDER) == ALL
-    assert versions.RECIPE_ORDER[0] == "os-updates", "automatic updates stop before any component runs apt"
-    assert versions.RECIPE_ORDER[1:3] == ("nvidia-driver", "nvidia-services"), "the driver (and its reboot) next"
-    assert versions.RECIPE_ORDER[-1] == "gpu-validation"
-    # "Recipes ... can have a maximum of 20 build and test components" (Image Builder API reference, ImageRecipe).
-    assert len(versions.RECIPE_ORDER) <= 20
+    assert sorted(versions.component_names()) == ALL
+    assert set(versions.RECIPE_ORDER) == set(ALL) - set(versions.SLURM_COMPONENTS)
+    assert set(versions.SLURM_COMPONENTS.values()) <= set(versions.RECIPE_ORDER)
+    for order in (versions.recipe_order(slurm=False), versions.recipe_order(slurm=True)):
+        assert order[0] == "os-updates", "automatic updates stop before any component runs apt"
+        assert order[1:3] == ("nvidia-driver", "nvidia-services"), "the driver (and its reboot) next"
+        assert order[-1] == "gpu-validation"
+        # "Recipes ... can have a maximum of 20 build and test components" (Image Builder API reference, ImageRecipe).
+        assert len(order) <= 20
+    assert versions.recipe_order(slurm=False) == versions.RECIPE_ORDER
     for name in ALL:
         assert versions.component_path(name) == DOCUMENTS[name]
 
@@ -147,9 +151,9 @@ def test_the_driver_is_rebooted_into_after_its_install_and_its_services_and_befo
         phase = next((phase for phase in load(name)["phases"] if phase["name"] == "build"), {"steps": []})
         return [step["action"] for step in phase["steps"]]
 
-    rebooting = [name for name in versions.RECIPE_ORDER if "Reboot" in build_actions(name)]
+    rebooting = [name for name in versions.component_names() if "Reboot" in build_actions(name)]
     assert rebooting == ["nvidia-services"] and build_actions("nvidia-services")[-1] == "Reboot"
-    order = versions.RECIPE_ORDER
+    order = versions.component_names()
     assert order.index("nvidia-services") == order.index("nvidia-driver") + 1
 
 

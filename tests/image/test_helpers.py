@@ -25,7 +25,7 @@ from tests.image.documents import (
 
 DEFINITION = re.compile(r"^(?P<name>[a-z_]+)\(\) \{$", re.MULTILINE)
 #: Components that install from apt repositories named by the OS: each checks the OS first.
-OS_CHECKED = {"nvidia-driver", "cuda-toolkit", "cuda-libraries", "efa", "dcgm", "lustre-client"}
+OS_CHECKED = {"nvidia-driver", "cuda-toolkit", "cuda-libraries", "efa", "dcgm", "lustre-client", "pcs-slurm"}
 
 
 def helper_functions() -> dict[str, str]:
@@ -55,6 +55,7 @@ def test_every_step_gets_the_helpers_it_calls_before_it_calls_them() -> None:
         "toolkit_version",
         "loaded_library",
         "kernel_packages",
+        "pcs_release",
     } <= set(functions)
     for name, path in DOCUMENTS.items():
         raw = path.read_text()
@@ -106,7 +107,7 @@ def test_the_build_steps_record_every_version_in_the_one_file() -> None:
         for _, script in bash_scripts(load(name))
         for key in re.findall(r"^\s*record (\w+) ", script, re.MULTILINE)
     }
-    assert recorded == set(versions.RECORDED_VERSIONS)
+    assert recorded == {*versions.RECORDED_VERSIONS, *versions.SLURM_RECORDED_VERSIONS}
     for helper in ("record.sh", "recorded.sh"):
         assert f'"${{GPU_PLATFORM_ROOT:-}}{versions.IMAGE_VERSIONS_FILE}"' in (LIB_DIR / helper).read_text()
 
