@@ -136,6 +136,33 @@ def sharing_problems(environments: Mapping[str, Environment], shown: Mapping[str
                 f"fix: keep {name!r} in one image.share_with only"
             )
     problems += _account_problems(environments, shown, received_from)
+    problems += _slurm_image_problems(environments, shown, received_from)
+    return problems
+
+
+def _slurm_image_problems(
+    environments: Mapping[str, Environment], shown: Mapping[str, str], received_from: Mapping[str, list[str]]
+) -> list[str]:
+    """A receiving environment with a PCS cluster launches its builder's AMI: that AMI carries PCS's agent and Slurm
+    only where the builder has a ``slurm:`` section, and every node runs the cluster's Slurm version."""
+    problems = []
+    for name, sources in sorted(received_from.items()):
+        slurm = environments[name].slurm
+        if slurm is None or len(sources) != 1:
+            continue
+        builder = environments[sources[0]]
+        if builder.slurm is None:
+            problems.append(
+                f"{shown[name]}: slurm: its nodes launch {builder.name!r}'s AMI, which has no AWS PCS agent or Slurm "
+                f"({shown[builder.name]} has no slurm section); fix: give {shown[builder.name]} a slurm section of "
+                f"Slurm {slurm.slurm_version} with image.versions PcsAgentVersion and PcsSlurmVersion"
+            )
+        elif builder.slurm.slurm_version != slurm.slurm_version:
+            problems.append(
+                f"{shown[name]}: slurm.slurm_version: {slurm.slurm_version!r}, but the AMI it launches carries "
+                f"Slurm {builder.slurm.slurm_version} ({shown[builder.name]}) and every node runs the cluster's "
+                f"version; fix: use the same slurm_version in both files"
+            )
     return problems
 
 

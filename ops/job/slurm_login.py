@@ -22,8 +22,17 @@ from config.slurm import User
 from ops.job import remote
 from ops.job.context import JobContext, JobError
 
-#: What a script needs before Slurm's commands: PCS installs Slurm under /opt/slurm.
-PREAMBLE = ("set -euo pipefail", "export PATH=/opt/slurm/bin:/usr/local/bin:/usr/bin:/bin")
+#: Where AWS's PCS Slurm installer puts Slurm's commands, per Slurm version (AWS PCS User Guide, "Software installers
+#: to build custom AMIs"; scripts/image/components/pcs-slurm.yaml installs it): nothing puts them on root's PATH.
+PCS_SLURM_BIN = "/opt/aws/pcs/scheduler/slurm-{version}/bin"
+
+
+def preamble(environment: Environment) -> tuple[str, str]:
+    """What a script needs before Slurm's commands: the cluster's Slurm version's commands first on PATH."""
+    slurm_bin = PCS_SLURM_BIN.format(version=environment.slurm.slurm_version if environment.slurm else "")
+    return ("set -euo pipefail", f"export PATH={slurm_bin}:/usr/local/bin:/usr/bin:/bin")
+
+
 #: PCS's tag on the instances of a compute node group.
 NODE_GROUP_TAG = "aws:pcs:compute-node-group-id"
 #: Run Command's limit on StandardOutputContent (GetCommandInvocation keeps the first 24,000 characters).
@@ -113,7 +122,7 @@ def run_script(context: JobContext, node: str, lines: Sequence[str], what: str, 
     command = ssm.send_command(
         DocumentName="AWS-RunShellScript",
         InstanceIds=[node],
-        Parameters={"commands": [*PREAMBLE, *lines], "executionTimeout": [str(int(timeout_s))]},
+        Parameters={"commands": [*preamble(context.environment), *lines], "executionTimeout": [str(int(timeout_s))]},
         Comment=remote.comment_for(what),
         TimeoutSeconds=remote.DELIVERY_TIMEOUT_S,
     )["Command"]

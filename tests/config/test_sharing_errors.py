@@ -7,6 +7,7 @@ every file of the folder.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from config.loader import CONFIG_DIR
 from config.sharing import AmiSource, AmiTarget, ImageSharing
 from tests.app_runs import run_app
 from tests.config.helpers import write_env
+from tests.synth import ROOT
 
 Configs = dict[str, dict[str, Any]]
 Change = Callable[[Configs], None]
@@ -200,4 +202,46 @@ def test_app_exits_2_when_the_environments_it_shares_with_have_no_file(tmp_path:
         f"{conf / 'dev.yaml'}: image.share_with[{i}]: {name!r} has no config file ({name}.yaml); "
         f"fix: remove it or add {name}.yaml"
         for i, name in enumerate(("staging", "prod"))
+    ]
+
+
+# --- a receiving environment with a PCS cluster -------------------------------------------------------------------
+
+
+def _hpc_pair(tmp_path: Path) -> tuple[Path, Configs]:
+    """The Slurm test environment building for a copy of itself (hpc2, its own account and CIDR)."""
+    hpc = yaml.safe_load((ROOT / "tests" / "fixtures" / "config" / "slurm" / "hpc.yaml").read_text(encoding="utf-8"))
+    hpc2 = copy.deepcopy(hpc)
+    hpc2.update(name="hpc2", account="555555555555", image={"build": False})
+    hpc2["tags"] = {**hpc2["tags"], "Environment": "hpc2"}
+    hpc2["network"] = {**hpc2["network"], "vpc_cidr": "10.41.0.0/16"}
+    hpc["image"]["share_with"] = ["hpc2"]
+    return tmp_path, {"hpc": hpc, "hpc2": hpc2}
+
+
+def test_a_slurm_environment_gets_an_ami_of_its_clusters_slurm(tmp_path: Path) -> None:
+    folder, configs = _hpc_pair(tmp_path)
+    write_all(folder, configs)
+    assert config.load_platform(config_dir=folder).sharing("hpc2").source is not None  # the same Slurm: valid
+    configs["hpc2"]["slurm"]["slurm_version"] = "25.05"
+    write_all(folder, configs)
+    assert platform_error(folder) == [
+        f"{folder / 'hpc2.yaml'}: slurm.slurm_version: '25.05', but the AMI it launches carries Slurm 26.05 "
+        f"({folder / 'hpc.yaml'}) and every node runs the cluster's version; fix: use the same slurm_version in both "
+        "files"
+    ]
+
+
+def test_a_slurm_environment_refuses_a_builder_without_pcs_software(tmp_path: Path) -> None:
+    folder, configs = _hpc_pair(tmp_path)
+    builder = configs["hpc"]
+    builder["fleets"] = [f for f in builder["fleets"] if f.get("scheduler") != "slurm"]
+    del builder["slurm"]
+    for pin in ("PcsAgentVersion", "PcsSlurmVersion"):
+        del builder["image"]["versions"][pin]
+    write_all(folder, configs)
+    assert platform_error(folder) == [
+        f"{folder / 'hpc2.yaml'}: slurm: its nodes launch 'hpc''s AMI, which has no AWS PCS agent or Slurm "
+        f"({folder / 'hpc.yaml'} has no slurm section); fix: give {folder / 'hpc.yaml'} a slurm section of Slurm "
+        "26.05 with image.versions PcsAgentVersion and PcsSlurmVersion"
     ]

@@ -16,6 +16,7 @@ import pytest
 from botocore.stub import Stubber
 from moto.ssm.models import SimpleSystemManagerBackend
 
+from config import load_environment
 from ops.job.context import JobError
 from ops.job.slurm import CHUNK_BYTES
 from ops.job.slurm_cli import check_ssm_run
@@ -143,7 +144,11 @@ def test_run_submits_the_template_as_the_user_to_the_fleets_partition(login: Fak
     assert (code, out) == (0, "17\n"), err
     assert "submitting to Slurm partition training as alice (account vision)" in err
     (lines,) = login.scripts
-    assert lines[:2] == ["set -euo pipefail", "export PATH=/opt/slurm/bin:/usr/local/bin:/usr/bin:/bin"]
+    version = load_environment(ENV, CONFIG_DIR).slurm.slurm_version  # type: ignore[union-attr]
+    assert lines[:2] == [
+        "set -euo pipefail",
+        f"export PATH=/opt/aws/pcs/scheduler/slurm-{version}/bin:/usr/local/bin:/usr/bin:/bin",
+    ]
     assert lines[2:] == [
         "runuser -u alice -- mkdir -p /fsx/jobs/bert-base",
         "runuser -u alice -- sbatch --parsable --partition=training --account=vision --nodes=2 --job-name=bert-base "
