@@ -165,3 +165,16 @@ def test_the_fake_slurm_installer_asks_before_it_builds_as_aws_does(tmp_path: Pa
     system = _system(tmp_path)
     with pytest.raises(subprocess.CalledProcessError):
         system._tool("fake-pcs-install", "slurm", "26.05.1", "1")
+
+
+def test_a_login_shell_finds_the_clusters_slurm_commands(tmp_path: Path) -> None:
+    system = _system(tmp_path)
+    for result in _run(system, ("build", "validate")):
+        assert result.returncode == 0, result
+    profile = system.root / "etc/profile.d/gpu-platform-slurm.sh"
+    prefix = "/opt/aws/pcs/scheduler/slurm-26.05/bin"
+    shown = subprocess.run(
+        ["bash", "-c", f'PATH=/usr/bin:/bin; . "{profile}"; . "{profile}"; echo "$PATH"'],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert shown == f"{prefix}:/usr/bin:/bin"  # first, and once however often a shell reads it
