@@ -15,7 +15,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export CDK_DISABLE_VERSION_CHECK := true
 
 CDK := cdk --no-notices
-ENV_CONTEXT := $(if $(ENV),-c env=$(ENV),)
+ENV_CONTEXT := $(if $(ENV),-c env=$(ENV),)$(if $(CONFIG_DIR), -c config_dir=$(CONFIG_DIR),)
 GPU_PLATFORM := $(VENV)/bin/gpu-platform
 NEED_ENV = @test -n "$(ENV)" || { echo "usage: make $@ ENV=<dev|staging|prod>" >&2; exit 2; }
 
