@@ -2,7 +2,8 @@
 
 Settings a PCS cluster needs too (the CDK side sets them through PCS's custom Slurm settings where PCS allows):
 accounting through slurmdbd; the priority and accounting policy the PCS cluster carries as custom settings
-(config/slurm_settings.py: fair share with QoS weighted above it, so ``--qos urgent`` goes first);
+(config/slurm_settings.py: fair share with QoS weighted above it, so ``--qos urgent`` goes first), with the
+multifactor plugin that Slurm 24.11 and newer (PCS) use by default and Debian's 22.05 does not;
 ``JobRequeue=1``; the platform's health check as ``Prolog=`` on every node of an allocation
 (``PrologFlags=Alloc``), whose failure requeues the job without holding it
 (``SchedulerParameters=nohold_on_prolog_fail,sched_interval=1``). Test-only: short timeouts (``KillWait``, ``cred_expire``: how
@@ -109,6 +110,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort={ports["dbd"]}
 AccountingStoragePass={munge}
+PriorityType=priority/multifactor
 {pcs_policy}
 PriorityCalcPeriod=1
 SchedulerType=sched/backfill

@@ -27,9 +27,8 @@ def test_the_cluster_carries_the_platforms_priority_and_accounting_policy(
     ((_, cluster),) = fleets.resources("AWS::PCS::Cluster").items()
     settings = cluster["Properties"]["SlurmConfiguration"]["SlurmCustomSettings"]
     assert {s["ParameterName"]: s["ParameterValue"] for s in settings} == {
-        "PriorityType": "priority/multifactor",
         "PriorityWeightFairshare": "10000",
         "PriorityWeightQOS": "100000",  # the urgent QoS ahead of any team's fair share
         "PriorityWeightAge": "100",
-        "AccountingStorageEnforce": "associations,limits,safe",
+        "AccountingStorageEnforce": "associations,limits,qos,safe",
     }
