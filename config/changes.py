@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from config.fleets import Placement, Scheduler
+from config.fleets import Placement, Scheduler, node_group_plans
 from config.network import EgressMode
 from config.schema import Environment
+from config.slurm import Slurm
 
 _NEW_ENV = "deploy a new environment with the new value beside this one and move the work to it"
 
@@ -34,6 +35,7 @@ def unsafe_changes(before: Environment, after: Environment) -> list[Change]:
         *_placement(before, after),
         *_services(before, after),
         *_scheduler(before, after),
+        *_node_groups(before, after),
     ]
 
 
@@ -193,10 +195,56 @@ def _scheduler(before: Environment, after: Environment) -> Iterator[Change]:
                 + ("Auto Scaling group with its running nodes" if old.value == "none" else "PCS node groups and queue"),
                 "add a new fleet with the other scheduler beside this one, move the work, then remove this fleet",
             )
-    if before.slurm is not None and after.slurm is not None and before.slurm.cluster_size != after.slurm.cluster_size:
+    if before.slurm is not None and after.slurm is not None:
+        yield from _cluster(before.slurm, after.slurm)
+
+
+def _node_groups(before: Environment, after: Environment) -> Iterator[Change]:
+    """A Slurm fleet's node group that an edit removes (its max would be 0, a Capacity Block added or removed) is
+    deleted with its nodes: PCS terminates them and the jobs on them."""
+    previous = {f.name: f for f in before.fleets if f.scheduler is Scheduler.SLURM}
+    for i, fleet in enumerate(after.fleets):
+        old = previous.get(fleet.name)
+        if old is None or fleet.scheduler is not Scheduler.SLURM:
+            continue
+        gone = sorted({p.key for p in node_group_plans(old)} - {p.key for p in node_group_plans(fleet)})
+        if gone:
+            yield Change(
+                f"fleets[{i}].capacity",
+                f"removes fleet {fleet.name!r}'s {', '.join(gone)} PCS node group(s) (capacity, On-Demand share or "
+                "Capacity Block): PCS terminates their nodes with the jobs on them",
+                "drain the queue (scontrol update partition=NAME state=drain) and deploy when no job runs; or keep "
+                "each group's max above 0",
+            )
+
+
+def _cluster(before: Slurm, after: Slurm) -> Iterator[Change]:
+    """What PCS cannot change on a running cluster without stopping its work."""
+    if before.cluster_size != after.cluster_size:
         yield Change(
             "slurm.cluster_size",
-            f"{before.slurm.cluster_size.value} -> {after.slurm.cluster_size.value} replaces the PCS cluster (Size is "
+            f"{before.cluster_size.value} -> {after.cluster_size.value} replaces the PCS cluster (Size is "
             "create-only): every queue and node group with it, running jobs, and the accounting database",
             "drain the queues and deploy when no job runs (accounting history starts anew); or size a new environment",
+        )
+    if before.accounting and not after.accounting:
+        yield Change(
+            "slurm.accounting",
+            "true -> false: PCS cannot turn accounting off on a cluster (Slurm accounting in AWS PCS), the update fails",
+            "keep accounting on; a cluster without it is a new environment",
+        )
+    if before.slurm_version != after.slurm_version:
+        yield Change(
+            "slurm.slurm_version",
+            f"{before.slurm_version} -> {after.slurm_version}: every node must run the controller's Slurm and the "
+            "golden AMI carries one version, so running nodes stop working (PCS's rolling update needs AMIs with both)",
+            "build the AMI of the new version first (image.versions PcsSlurmVersion), drain the queues and deploy "
+            "when no job runs; the nodes come back on the new AMI",
+        )
+    if before.login.instance_type != after.login.instance_type:
+        yield Change(
+            "slurm.login.instance_type",
+            f"{before.login.instance_type} -> {after.login.instance_type} replaces the login node group "
+            "(InstanceConfigs is create-only): open sessions end and files on the login nodes' disks are lost",
+            "tell the people, keep work under /fsx, and deploy when no session is open",
         )

@@ -66,12 +66,16 @@ class FleetStack(PlatformStack):
             node_site=NodeSite(names=names, fsx_dns_name=lustre.dns_name, fsx_mount_name=lustre.mount_name),
             agent_config_json=node_agent_config_json(names),
         )
+        # The Auto Scaling fleets first, then the Slurm scheduler and its fleets: the order the templates have kept.
+        handles = {
+            f.name: PlatformFleet(self, f, site=self.site).handle for f in env.fleets if f.scheduler is Scheduler.NONE
+        }
         self.scheduler = self._slurm_scheduler()
-        cluster = self.scheduler.fleet_cluster if self.scheduler else None
-        self.fleets: dict[str, FleetHandle] = {}
-        for fleet in env.fleets:
-            scope_ = self.scheduler if fleet.scheduler is Scheduler.SLURM and self.scheduler else self
-            self.fleets[fleet.name] = PlatformFleet(scope_, fleet, site=self.site, cluster=cluster).handle
+        if self.scheduler is not None:
+            cluster = self.scheduler.fleet_cluster
+            for fleet in (f for f in env.fleets if f.scheduler is Scheduler.SLURM):
+                handles[fleet.name] = PlatformFleet(self.scheduler, fleet, site=self.site, cluster=cluster).handle
+        self.fleets: dict[str, FleetHandle] = {f.name: handles[f.name] for f in env.fleets}
         self.services = {name: f.service for name, f in self.fleets.items() if f.service is not None}
         self.ami_rollout = self._ami_rollout(env, names, security.node_role)
         # Training jobs run through this document (``gpu-platform job``); only where a fleet trains on its own.

@@ -28,10 +28,10 @@ class PlatformStage(Stage):
         *,
         env: Environment,
         image_sharing: ImageSharing,
-        pipeline_roles: PipelineRoles | None = None,
+        pipeline_roles: PipelineRoles,
     ) -> None:
         """``pipeline_roles``: the roles of this environment that pipeline steps assume (config/pipeline_schema.py
-        ``pipeline_roles``, resolved before synth); none by default."""
+        ``pipeline_roles``, resolved before synth; ``PipelineRoles()`` for none)."""
         super().__init__(scope, env.name, env=AwsEnvironment(account=env.account, region=env.region))
         self.security = SecurityStack(self, "Security", env=env, node_logs=list(NODE_LOGS))
         self.network = NetworkStack(self, "Network", env=env, logs_key=self.security.logs_key)
@@ -63,7 +63,7 @@ class PlatformStage(Stage):
             network=self.network.node_network,
             security=self.security.node_security,
             lustre=LustreMount(self.storage.lustre.file_system.dns_name, self.storage.lustre.file_system.mount_name),
-            pipeline_roles=pipeline_roles or PipelineRoles(),
+            pipeline_roles=pipeline_roles,
         )
         self.fleets.add_stack_dependency(self.image, "the fleets resolve the AMI parameter the image stack writes")
         self.monitoring = MonitoringStack(

@@ -181,7 +181,9 @@ class SlurmFleet(Construct):
             cluster_id=cluster_id,
             iam_instance_profile_arn=instance_profile.instance_profile_arn,
             instance_configs=[
-                pcs.CfnComputeNodeGroup.InstanceConfigProperty(instance_type=name) for name in fleet.instance_types
+                # Sorted: a reorder in the config changes nothing (InstanceConfigs is create-only).
+                pcs.CfnComputeNodeGroup.InstanceConfigProperty(instance_type=name)
+                for name in sorted(fleet.instance_types)
             ],
             scaling_configuration=pcs.CfnComputeNodeGroup.ScalingConfigurationProperty(
                 min_instance_count=plan.min, max_instance_count=plan.max

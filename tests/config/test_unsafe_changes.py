@@ -134,3 +134,43 @@ def _moved_to_auto_scaling(data: dict[str, Any], index: int) -> Environment | No
         return Environment.model_validate({**data, "fleets": fleets})
     except ValueError:  # a Slurm-only setting (a Capacity Block's size, ...): pydantic's ValidationError is one
         return None
+
+
+def _slurm_edit(change: Any) -> list[Any]:
+    env = _slurm_env()
+    data = env.model_dump(exclude_unset=True)
+    change(data)
+    return unsafe_changes(env, Environment.model_validate(data))
+
+
+def test_a_slurm_edit_that_removes_a_node_group_is_refused_one_that_keeps_them_is_not() -> None:
+    def on_demand_only(data: dict[str, Any]) -> None:
+        training = next(f for f in data["fleets"] if f["name"] == "training")
+        training["on_demand_percentage_above_base"] = 100  # the Spot group's max becomes 0: it goes
+
+    (change,) = _slurm_edit(on_demand_only)
+    assert change.field.endswith(".capacity") and "spot PCS node group" in change.message
+    assert "state=drain" in change.safe_way
+
+    def more_nodes(data: dict[str, Any]) -> None:
+        next(f for f in data["fleets"] if f["name"] == "training")["capacity"]["max"] = 3
+
+    assert _slurm_edit(more_nodes) == []  # both groups stay, each smaller or larger in place
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("accounting", False, "cannot turn accounting off"),
+        ("slurm_version", "25.11", "carries one version"),
+        ("login", {"instance_type": "m7i.xlarge", "count": 1}, "replaces the login node group"),
+    ],
+)
+def test_what_pcs_cannot_change_under_running_work_is_refused(field: str, value: Any, words: str) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["slurm"][field] = value
+        if field == "slurm_version":
+            data["image"]["versions"]["PcsSlurmVersion"] = "25.11.1-1"
+
+    changes = [c for c in _slurm_edit(edit) if c.field == f"slurm.{field}" or c.field.startswith(f"slurm.{field}.")]
+    assert len(changes) == 1 and words in changes[0].message and changes[0].safe_way

@@ -63,6 +63,28 @@ def cluster_size(data: Config) -> str | None:
     return None
 
 
+def node_group_removed(data: Config) -> str | None:
+    """A mixed Slurm fleet made On-Demand only: its Spot node group's max would be 0, so the group goes."""
+    mixed = [
+        f
+        for f in _slurm_fleets(data)
+        if not f.get("capacity_block") and f.get("on_demand_percentage_above_base", 0) < 100
+    ]
+    if not mixed:
+        return "no Slurm fleet with a Spot node group"
+    mixed[0]["on_demand_percentage_above_base"] = 100
+    return None
+
+
+def login_type(data: Config) -> str | None:
+    slurm = data.get("slurm")
+    if slurm is None:
+        return "no slurm section"
+    login = slurm.setdefault("login", {})
+    login["instance_type"] = "m7i.xlarge" if login.get("instance_type", "m7i.large") != "m7i.xlarge" else "m7i.large"
+    return None
+
+
 SLURM_IN_PLACE: tuple[Edit, ...] = (
     Edit("Slurm idle time", idle_time, "the PCS cluster's Slurm configuration changes in place"),
     Edit("Slurm teams and people", people, "new launch template versions (the people file); accounts synced"),
@@ -75,4 +97,6 @@ SLURM_REFUSED: tuple[Edit, ...] = (
         "Slurm fleet instance types", slurm_types, "replaces the fleet's node groups (InstanceConfigs is create-only)"
     ),
     Edit("Slurm cluster size", cluster_size, "replaces the PCS cluster (Size is create-only), queues and groups"),
+    Edit("Slurm node group removed", node_group_removed, "deletes the node group with its nodes and their jobs"),
+    Edit("Slurm login instance type", login_type, "replaces the login node group (InstanceConfigs is create-only)"),
 )

@@ -7,6 +7,7 @@ import pytest
 from aws_cdk import App
 
 from config import load_platform
+from config.pipeline_schema import pipeline_roles
 from stacks.platform_stage import PlatformStage
 from tests.synth import ROOT, cdk_json_context
 
@@ -17,4 +18,9 @@ SLURM_DIR = ROOT / "tests" / "fixtures" / "config" / "slurm"
 def stage() -> PlatformStage:
     platform = load_platform(config_dir=SLURM_DIR)
     (env,) = platform.selected_environments
-    return PlatformStage(App(context=cdk_json_context()), env=env, image_sharing=platform.sharing(env.name))
+    return PlatformStage(
+        App(context=cdk_json_context()),
+        env=env,
+        image_sharing=platform.sharing(env.name),
+        pipeline_roles=pipeline_roles(env, SLURM_DIR),
+    )
