@@ -61,12 +61,15 @@ def _served(url: str, state: dict) -> bytes | None:
     if name in state.get("pcs_unpublished", []) or name.removesuffix(".sig") in state.get("pcs_unpublished", []):
         return None
     if KEY_URL.match(url):
-        return f"-----BEGIN PGP PUBLIC KEY BLOCK-----\nfpr:{state.get('pcs_key', PCS_KEY)}\n-----END PGP PUBLIC KEY BLOCK-----\n".encode()
+        keys = [state.get("pcs_key", PCS_KEY), *state.get("pcs_extra_keys", [])]  # one file may hold several keys
+        lines = "".join(f"fpr:{key}\n" for key in keys)
+        return f"-----BEGIN PGP PUBLIC KEY BLOCK-----\n{lines}-----END PGP PUBLIC KEY BLOCK-----\n".encode()
     if not REPOSITORY.match(url):
         return None
     if url.endswith(".sig"):
         genuine = _signed(url.removesuffix(".sig"))
-        return None if genuine is None else f"fake-signature {PCS_KEY} {hashlib.sha256(genuine).hexdigest()}\n".encode()
+        signer = state.get("pcs_signer", PCS_KEY)  # who signed: AWS PCS's key, or another
+        return None if genuine is None else f"fake-signature {signer} {hashlib.sha256(genuine).hexdigest()}\n".encode()
     genuine = _signed(url)
     return None if genuine is None else genuine + (b"changed" if name in state.get("pcs_tampered", []) else b"")
 
@@ -87,15 +90,17 @@ def curl(args: list[str]) -> int:
     return 0
 
 
-def _fingerprint(path: str) -> str:
-    match = re.search(r"^fpr:(\w+)$", Path(path).read_text(), re.MULTILINE)
-    return match.group(1) if match else SIGNING_KEY
+def _fingerprints(path: str) -> list[str]:
+    """The primary keys' fingerprints of a key file, in order."""
+    return re.findall(r"^fpr:(\w+)$", Path(path).read_text(), re.MULTILINE) or [SIGNING_KEY]
 
 
 def gpg(args: list[str]) -> int:
     """``--dearmor -o OUT [IN]`` keeps the key's text (and so its fingerprint); ``--show-keys`` lists it."""
-    if "--show-keys" in args:
-        print(f"fpr:::::::::{_fingerprint(args[-1])}:")
+    if "--show-keys" in args:  # --with-colons: a pub record, then its fingerprint, per key
+        for key in _fingerprints(args[-1]):
+            print(f"pub:-:4096:1:{key[-16:]}:1700000000:::-:::scESC::::::23::0:")
+            print(f"fpr:::::::::{key}:")
     elif "-o" in args:
         out = args[args.index("-o") + 1]
         text = sys.stdin.read() if args[-1] == out else Path(args[-1]).read_text()  # no input file: curl | gpg
@@ -111,7 +116,7 @@ def gpgv(args: list[str]) -> int:
     words = Path(signature).read_text().split()
     if words[:1] != ["fake-signature"]:
         return 0
-    if words[1:] != [_fingerprint(keyring), hashlib.sha256(Path(signed).read_bytes()).hexdigest()]:
+    if words[1] not in _fingerprints(keyring) or words[2:] != [hashlib.sha256(Path(signed).read_bytes()).hexdigest()]:
         print(f'gpgv: BAD signature from "AWS PCS Packages (AWS PCS Packages)" on {Path(signed).name}', file=sys.stderr)
         return 1
     return 0

@@ -32,7 +32,7 @@ PHASES = ("build", "validate", "test")
 
 def _system(tmp_path: Path, *, agent: str | None = None, slurm: str | None = None, **repository: Any) -> FakeSystem:
     """A parent with the given PCS software (VERSION-RELEASE, None: none), and a repository changed by
-    ``repository`` (fake_downloads.py: pcs_unpublished, pcs_tampered, pcs_key)."""
+    ``repository`` (fake_downloads.py: pcs_unpublished, pcs_tampered, pcs_key, pcs_extra_keys, pcs_signer)."""
     system = FakeSystem(tmp_path, Parent(installed={}, offered={}, pcs_agent=agent, pcs_slurm=slurm))
     state = json.loads(system.state.read_text())
     state.update(repository, log=[])  # the parent's own installs are not the build's
@@ -117,8 +117,18 @@ def test_a_signature_that_does_not_verify_stops_the_build_before_any_installer_r
 def test_a_key_that_is_not_aws_pcss_stops_the_build(tmp_path: Path) -> None:
     other = "0" * 24 + "7EEF030EDDF5C21C"  # the same short id, another key
     assert _one_line_failure(_system(tmp_path, pcs_key=other)) == (
-        f"ERROR: the key at aws-pcs-repo-public-keys-us-east-1 has fingerprint '{other}', not AWS PCS's signing key "
-        f"{PCS_KEY}; nothing was installed"
+        f"ERROR: the key file at aws-pcs-repo-public-keys-us-east-1 holds 1 key(s) ({other}), not AWS PCS's signing "
+        f"key {PCS_KEY} alone; nothing was installed"
+    )
+
+
+def test_a_key_file_with_another_key_beside_aws_pcss_stops_the_build(tmp_path: Path) -> None:
+    """gpgv trusts every key of its keyring: tarballs signed by a key appended to AWS PCS's would verify."""
+    extra = "F" * 40
+    system = _system(tmp_path, pcs_extra_keys=[extra], pcs_signer=extra)
+    assert _one_line_failure(system) == (
+        f"ERROR: the key file at aws-pcs-repo-public-keys-us-east-1 holds 2 key(s) ({PCS_KEY},{extra}), not AWS PCS's "
+        f"signing key {PCS_KEY} alone; nothing was installed"
     )
 
 
