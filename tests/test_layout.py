@@ -1,7 +1,7 @@
 """The layout rule: every module of ``gpu_constructs/`` has its test module in one hop.
 
-``gpu_constructs/<package>/<module>.py`` is tested in ``tests/constructs/<package>/test_<module>.py``. A pure
-renderer (``<package>/render/<module>.py``) is tested in ``tests/constructs/<package>/render/test_<module>.py``
+``gpu_constructs/<package>/<module>.py`` is tested in ``tests/gpu_constructs/<package>/test_<module>.py``. A
+pure renderer (``<package>/render/<module>.py``) is tested in ``tests/gpu_constructs/<package>/render/test_<module>.py``
 or, where a test elsewhere already covers it, by a test module that imports it.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CONSTRUCTS = ROOT / "gpu_constructs"
 TESTS = ROOT / "tests"
 
@@ -26,7 +26,7 @@ def _imported_by_a_test(module: Path) -> bool:
 def test_every_construct_module_has_its_test_module() -> None:
     missing = []
     for module in _modules():
-        expected = TESTS / "constructs" / module.parent / f"test_{module.name}"
+        expected = TESTS / "gpu_constructs" / module.parent / f"test_{module.name}"
         if expected.exists():
             continue
         if "render" in module.parts and _imported_by_a_test(module):
@@ -38,8 +38,7 @@ def test_every_construct_module_has_its_test_module() -> None:
 def test_no_test_module_outlives_its_construct_module() -> None:
     orphans = [
         str(t.relative_to(ROOT))
-        for t in (TESTS / "constructs").rglob("test_*.py")
-        if t.parent != TESTS / "constructs"
-        and not (CONSTRUCTS / t.parent.relative_to(TESTS / "constructs") / t.name.removeprefix("test_")).exists()
+        for t in (TESTS / "gpu_constructs").rglob("test_*.py")
+        if not (CONSTRUCTS / t.parent.relative_to(TESTS / "gpu_constructs") / t.name.removeprefix("test_")).exists()
     ]
     assert not orphans, f"test modules of no construct module: {orphans}"

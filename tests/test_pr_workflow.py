@@ -40,4 +40,4 @@ def test_pull_request_workflow_posts_the_snapshot_diff_as_the_job_summary() -> N
     assert step["if"] == "${{ !cancelled() }}"  # also, and above all, when the tests failed on a snapshot
     script = (ROOT / "scripts" / "ci" / "snapshot_diff.sh").read_text()
     assert "--snapshot-update" in script
-    assert "tests/snapshot/__snapshots__ tests/pipeline/__snapshots__" in script
+    assert "snapshots=(tests/snapshot/__snapshots__)" in script  # the environments' stacks and the pipeline's

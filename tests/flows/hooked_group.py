@@ -1,11 +1,11 @@
 """An Auto Scaling group created in moto from a synthesized group's lifecycle hook specifications.
 
 moto 5.2.5 accepts ``LifecycleHookSpecificationList`` in CreateAutoScalingGroup but drops it, and
-does not model wait states (see tests/node/fake_aws.py). ``HookedGroup`` sends the specifications
+does not model wait states (see tests/scripts/node/fake_aws.py). ``HookedGroup`` sends the specifications
 as the template does, then does what Auto Scaling does with them: the hooks exist before the
 first instance launches, so that instance starts in Pending:Wait. That is the fake's premise, not
 something a test here proves: the evidence that the hooks hold the first nodes is the template (the
-hooks are in the group's own specification list, tests/fleets/test_launch_flow.py) and Auto Scaling's
+hooks are in the group's own specification list, tests/flows/test_launch_flow.py) and Auto Scaling's
 documented behaviour of that property.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import boto3
 
-from tests.node.fake_aws import LAUNCHING, WAIT_STATE, LifecycleFleet
+from tests.scripts.node.fake_aws import LAUNCHING, WAIT_STATE, LifecycleFleet
 
 
 def hook_specs(group_properties: dict[str, Any]) -> list[dict[str, Any]]:

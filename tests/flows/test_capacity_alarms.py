@@ -18,8 +18,7 @@ import pytest
 
 from config.naming import ResourceNames, terminate_hook_name
 from gpu_constructs.observability.fleet_alarms import GROUP_METRICS, LAUNCH_STALLED
-from tests.synth import Synth
-from tests.unit.alarm_evaluator import (
+from tests.alarm_evaluator import (
     Series,
     alarm_states,
     composite_state,
@@ -27,6 +26,7 @@ from tests.unit.alarm_evaluator import (
     period_minutes,
     rule_children,
 )
+from tests.synth import Synth
 
 ENVS = ["dev", "staging", "prod"]
 DESIRED, IN_SERVICE, PENDING = (GROUP_METRICS[k] for k in ("desired", "inservice", "pending"))

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from gpu_constructs.fleet.render.node_logs import NODE_LOG_DIR, NODE_LOGS
 from gpu_constructs.fleet.render.user_data import NodeScripts, render_user_data
-from tests.fleets.conftest import fleets_stack
-from tests.node.helpers import FIXTURES, NODE_DIR, UNIT_DIR, read_unit, unit_output_file
+from tests.fleet_synth import fleets_stack
+from tests.scripts.node.helpers import FIXTURES, NODE_DIR, UNIT_DIR, read_unit, unit_output_file
 from tests.synth import Synth
 
 # isort: split
-# Importable once tests.node.helpers has put scripts/node on sys.path.
+# Importable once tests.scripts.node.helpers has put scripts/node on sys.path.
 import layout
 
 SERVICES = sorted(UNIT_DIR.glob("*.service"))

@@ -39,7 +39,7 @@ ALLOWED = {
     ): "A permissions boundary grants nothing; it caps roles whose own policies scope resources.",
     ("boundary", "PERMISSIONS_MANAGEMENT_ACTIONS"): (
         "iam:PassRole, in statements of its own: the AMI rollout role only to SSM, the node role only to EC2 "
-        "(tests/unit/test_security.py checks both); kms:CreateGrant for the one role that needs it (the AMI copy "
+        "(tests/stacks/test_security_stack.py checks both); kms:CreateGrant for the one role that needs it (the AMI copy "
         "role); a boundary grants nothing."
     ),
     ("boundary", "CREDENTIALS_EXPOSURE"): (

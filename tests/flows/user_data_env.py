@@ -4,7 +4,7 @@ The AWS CLI: version 1 as aws-cdk-lib's pinned dependency ``aws-cdk.asset-awscli
 Lambda layer CDK deploys with), unpacked once and started through a two-line launcher. Nothing of
 it is faked: its real ``s3 cp`` and ``autoscaling complete-lifecycle-action`` send real requests.
 
-``S3AndLifecycle``: the loopback endpoint of tests/node/fake_aws.py (Auto Scaling lifecycle states
+``S3AndLifecycle``: the loopback endpoint of tests/scripts/node/fake_aws.py (Auto Scaling lifecycle states
 over moto) that also answers path-style S3 object reads from moto's S3, and can refuse the first
 ``deny_reads`` of them with 403 AccessDenied, as S3 does before the node role's policy applies.
 """
@@ -25,7 +25,7 @@ import aws_cdk
 import boto3
 from botocore.exceptions import ClientError
 
-from tests.node.fake_aws import FakeAws
+from tests.scripts.node.fake_aws import FakeAws
 
 
 def install_aws_cli(target: Path) -> None:

@@ -1,6 +1,6 @@
 """A snapshot of the pipeline stack's template: any change to the pipeline shows up as a reviewed diff.
 
-Update with ``.venv/bin/python -m pytest tests/pipeline --snapshot-update`` and read the diff.
+Update with ``.venv/bin/python -m pytest tests/snapshot --snapshot-update`` and read the diff.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from tests.pipeline.conftest import PipelineSynth
+from tests.pipeline_synth import PipelineSynth
 from tests.snapshot.normalize import normalize_template
 
 #: The asset publishing buildspec file is named after a hash of its content (it lists the asset hashes).

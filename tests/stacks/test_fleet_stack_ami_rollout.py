@@ -13,7 +13,7 @@ from botocore.validate import ParamValidator
 from config.fleets import Fleet
 from config.naming import ResourceNames
 from gpu_constructs.fleet.ami_rollout import REFRESH_SCRIPT
-from tests.fleets.conftest import fleets_stack
+from tests.fleet_synth import fleets_stack
 from tests.iam_documents import Resolver
 from tests.synth import StackTemplate, Synth
 

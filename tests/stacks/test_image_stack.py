@@ -37,7 +37,7 @@ def image(synth: Synth, env: str) -> StackTemplate:
 
 
 def _seed_resource(logical_id: str, resource: dict[str, Any]) -> bool:
-    """The AMI parameter seed and its provider (tests/unit/test_ami_parameter_seed.py), left out here."""
+    """The AMI parameter seed and its provider (tests/flows/test_ami_parameter_seed.py), left out here."""
     path = resource.get("Metadata", {}).get("aws:cdk:path", "")
     return "/AmiParameter/" in path or logical_id.startswith("AWS679f53fac002430cb0da5b7982bd2287")
 
@@ -287,7 +287,7 @@ def test_distribution_writes_the_fleets_parameter_and_tags_versions(synth: Synth
 
 @pytest.mark.parametrize("env", ENVS)
 def test_ami_parameter_bootstraps_from_the_deep_learning_ami(synth: Synth, env: str) -> None:
-    """Seeded by a custom resource (tests/unit/test_ami_parameter_seed.py follows its calls)."""
+    """Seeded by a custom resource (tests/flows/test_ami_parameter_seed.py follows its calls)."""
     cfg = synth.environments[env]
     stack = image(synth, env)
     # CloudFormation writes no value of it: no AWS::SSM::Parameter at all (tests/update/test_upgrade_names.py: how

@@ -11,7 +11,7 @@ from config.naming import ResourceNames
 from gpu_constructs.fleet.gpu_fleet import TERMINATE_HOOK_TIMEOUT
 from gpu_constructs.fleet.render.agent_metrics import published_metrics
 from gpu_constructs.observability.security_alarms import SECURITY_EVENTS
-from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
+from tests.scripts.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 from tests.synth import StackTemplate, Synth
 
 # The node's own module (run from /opt/gpu-platform/node), with the metric names it publishes.

@@ -13,7 +13,7 @@ import pytest
 from config import load_environment
 from gpu_constructs.pipeline.pipeline_steps import CHECK_SCRIPT, SYNTH_SCRIPT
 from stacks.pipeline_stack import PIPELINE_STACK_NAME, PYTHON_VERSION
-from tests.pipeline.conftest import PipelineSynth
+from tests.pipeline_synth import PipelineSynth
 from tests.synth import ROOT
 
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -247,8 +247,8 @@ def test_pipeline_stack_runs_in_the_tooling_account_with_its_tags(pipeline_synth
 
 
 def test_the_rule_packs_passed_the_pipeline_app(pipeline_synth: PipelineSynth) -> None:
-    """``app.build`` enforced the rule packs on the pipeline app (tests/pipeline/conftest.py), so its synth ran
-    them: a finding would have failed it (tests/unit/test_stage.py::test_a_finding_fails_synth), and a pack
+    """``app.build`` enforced the rule packs on the pipeline app (tests/pipeline_synth.py), so its synth ran
+    them: a finding would have failed it (tests/stacks/test_platform_stage.py::test_a_finding_fails_synth), and a pack
     that passes leaves no report."""
     assert json.loads((pipeline_synth.outdir / "validation-report.json").read_text())["pluginReports"] == []
 

@@ -324,7 +324,7 @@ def test_every_role_carries_the_boundary(synth: Synth, env: str) -> None:
     assert not any(a.startswith(("iam:", "organizations:", "cloudtrail:", "sts:")) for a in ceiling["Action"])
     assert not any(a.endswith("*") for a in ceiling["Action"])
     # Beyond the ceiling: data, keys, the AMI parameter, AMI copies and security group rules on the
-    # environment's resources only (tests/unit/test_role_boundaries.py evaluates them), launch only through
+    # environment's resources only (tests/flows/test_role_boundaries.py evaluates them), launch only through
     # launch templates, tag only on launch, pass two named roles.
     scoped = {sid: statements.pop(sid) for sid in SCOPED_ACTIONS}
     for sid, statement in scoped.items():

@@ -10,7 +10,7 @@ import pytest
 
 from config.fleets import DCGM_LEVEL_SECONDS, Fleet
 from tests.config.helpers import fleet, inference, load_error, valid_dev, write_env
-from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
+from tests.scripts.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split
 from health.dcgm import DCGM_LEVEL_TIMEOUT_S

@@ -6,7 +6,7 @@ its own configs, state, logs and sockets, ports picked free on 127.0.0.1; nothin
 are two slurmd of the same host (``slurmd -N a``, ``-N b``, each with its own Port=, spool and pid file).
 Accounting goes through slurmdbd to MariaDB: cluster ``gpu-test``, one account per team (``vision``, ``nlp``),
 the user ``root`` in both (the tests run as root), fair share (priority/multifactor) and the QoS ``urgent``.
-Every daemon is a child of tests/slurm/keeper.py, which stops them all, and what they started, when the test
+Every daemon is a child of tests/flows/slurm/keeper.py, which stops them all, and what they started, when the test
 process closes its pipe or dies.
 """
 
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.slurm import config
+from tests.flows.slurm import config
 
 PROGRAMS = ("munged", "mungekey", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr")
 SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"

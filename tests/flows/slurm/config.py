@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ROOT_DIR = Path(__file__).resolve().parents[2]
+ROOT_DIR = Path(__file__).resolve().parents[3]
 HEALTH_CHECK = ROOT_DIR / "scripts" / "node" / "slurm-health-check.sh"
 CLUSTER = "gpu-test"
 TEAMS = {"vision": 60, "nlp": 40}  # account: fair-share shares

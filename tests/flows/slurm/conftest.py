@@ -1,4 +1,4 @@
-"""The real Slurm of tests/slurm: started once per test process (each pytest-xdist worker that runs one of these
+"""The real Slurm of tests/flows/slurm: started once per test process (each pytest-xdist worker that runs one of these
 tests starts its own, on its own ports and folder), stopped after the last test, and on any failure."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.slurm.cluster import SlurmCluster, Unavailable, start
+from tests.flows.slurm.cluster import SlurmCluster, Unavailable, start
 
 
 def _unavailable(reason: str) -> None:

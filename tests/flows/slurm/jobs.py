@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.slurm.cluster import SlurmCluster
-from tests.slurm.config import ROOT_DIR
+from tests.flows.slurm.cluster import SlurmCluster
+from tests.flows.slurm.config import ROOT_DIR
 
 TEMPLATE = ROOT_DIR / "examples" / "train_ddp.sbatch"
 #: Debian's torchrun with its one Python 3.11 fix (the file says why).

@@ -1,4 +1,4 @@
-"""``gpu-platform job`` on a Slurm fleet (ops/job/slurm.py) against the real Slurm of tests/slurm: the scripts the
+"""``gpu-platform job`` on a Slurm fleet (ops/job/slurm.py) against the real Slurm of tests/flows/slurm: the scripts the
 commands send to the login node run here in bash instead (same lines, Run Command left out), as root, whose
 associations are the teams'. The parsers read what this Slurm printed, and the outputs the unit tests read
 (tests/ops/job/fixtures/slurm/) must come from the command lines the module builds now: when a command line
@@ -19,13 +19,13 @@ import pytest
 
 from config.slurm import User
 from ops.job import slurm
-from tests.slurm import jobs
-from tests.slurm.cluster import SlurmCluster
-from tests.slurm.config import ROOT_DIR
+from tests.flows.slurm import jobs
+from tests.flows.slurm.cluster import SlurmCluster
+from tests.flows.slurm.config import ROOT_DIR
 
 pytestmark = pytest.mark.slow  # a real Slurm: seconds per job (make test-fast leaves them out)
 
-FIXTURES = Path(__file__).resolve().parents[1] / "ops" / "job" / "fixtures" / "slurm"
+FIXTURES = Path(__file__).resolve().parents[2] / "ops" / "job" / "fixtures" / "slurm"
 ROOT_USER = User.model_construct(name="root", uid=0, team="vision")  # the test cluster's jobs run as root
 CONTEXT: Any = SimpleNamespace(environment=SimpleNamespace(name="hpc", slurm=SimpleNamespace(accounting=True)))
 

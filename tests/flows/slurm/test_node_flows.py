@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.helpers import NODE_DIR, FakeImds
+from tests.flows.slurm import jobs
+from tests.flows.slurm.cluster import SlurmCluster
 from tests.reference import reference_path
-from tests.slurm import jobs
-from tests.slurm.cluster import SlurmCluster
+from tests.scripts.node.helpers import NODE_DIR, FakeImds
 
 # isort: split
 from spot_watcher import NOTICE_PATHS

@@ -1,4 +1,4 @@
-"""scripts/node/slurm_people.py's accounting step against the real slurmdbd of tests/slurm: teams become accounts with
+"""scripts/node/slurm_people.py's accounting step against the real slurmdbd of tests/flows/slurm: teams become accounts with
 their fair-share shares, people their associations, the urgent QoS its priority; a second run changes nothing."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.cluster import SlurmCluster
-from tests.slurm.config import URGENT_QOS
+from tests.flows.slurm.cluster import SlurmCluster
+from tests.flows.slurm.config import URGENT_QOS
 
 pytestmark = pytest.mark.slow  # a real Slurm
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "node" / "slurm_people.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "node" / "slurm_people.py"
 #: Teams and people of their own: the harness's vision and nlp stay as the other tests expect them.
 TEAMS = {"speech": 30, "robotics": 10}
 USERS = [("ada", 5001, "speech"), ("lin", 5002, "robotics"), ("sam", 5003, "speech")]

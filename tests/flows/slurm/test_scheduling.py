@@ -1,4 +1,4 @@
-"""Queues, teams and priorities on the real Slurm (tests/slurm/cluster.py), and the sbatch template's training
+"""Queues, teams and priorities on the real Slurm (tests/flows/slurm/cluster.py), and the sbatch template's training
 run across its two nodes, accounted under the team that submitted it."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from tests.slurm import jobs
-from tests.slurm.cluster import SlurmCluster
-from tests.slurm.config import CLUSTER, TEAMS
+from tests.flows.slurm import jobs
+from tests.flows.slurm.cluster import SlurmCluster
+from tests.flows.slurm.config import CLUSTER, TEAMS
 
 pytestmark = pytest.mark.slow  # a real Slurm: seconds per job (make test-fast leaves them out)
 

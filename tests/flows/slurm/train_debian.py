@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "train_ddp.py")
+EXAMPLE = str(Path(__file__).resolve().parents[3] / "examples" / "train_ddp.py")
 
 if torch.__version__.startswith("1."):
     _load = torch.load

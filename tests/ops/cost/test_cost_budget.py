@@ -11,7 +11,7 @@ from ops.cost.command import cost_command
 from ops.cost.prices import load_prices
 from ops.cost.report import estimate
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "config"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "config"
 NOWHERE = Path("/nonexistent-cdk-out")
 
 

@@ -18,7 +18,7 @@ from ops.cost.command import cost_command
 from ops.cost.prices import PRICES_PATH, PriceTable, load_prices
 from ops.cost.report import estimate
 
-SLURM = Path(__file__).resolve().parents[1] / "fixtures" / "config" / "slurm"
+SLURM = Path(__file__).resolve().parents[2] / "fixtures" / "config" / "slurm"
 NOWHERE = Path("/nonexistent-cdk-out")
 #: Test figures (USD per hour), chosen to make the arithmetic plain; not AWS's prices.
 CONTROLLER_SMALL, ACCOUNTING_SMALL, NODE_FEE = 2.00, 0.25, 0.01

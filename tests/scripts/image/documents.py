@@ -9,13 +9,13 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 IMAGE_DIR = ROOT / "scripts" / "image"
 NODE_DIR = ROOT / "scripts" / "node"
 COMPONENTS_DIR = IMAGE_DIR / "components"
 LIB_DIR = IMAGE_DIR / "lib"
 
-# The node scripts import each other as top-level modules (tests/node/helpers.py does the same).
+# The node scripts import each other as top-level modules (tests/scripts/node/helpers.py does the same).
 if str(NODE_DIR) not in sys.path:
     sys.path.insert(0, str(NODE_DIR))
 

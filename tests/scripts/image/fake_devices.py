@@ -1,5 +1,5 @@
 """The parent image's machine, faked: GPUs and driver, kernel modules, systemd, keys and downloads
-(tests/image/fake_tools.py runs these; the package tools live there)."""
+(tests/scripts/image/fake_tools.py runs these; the package tools live there)."""
 
 from __future__ import annotations
 

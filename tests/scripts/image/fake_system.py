@@ -2,8 +2,8 @@
 
 ``FakeSystem`` lays out a fake root (``GPU_PLATFORM_ROOT``: /etc/os-release of the image's OS, /etc/apt, /opt, ...),
 a state file describing the parent (``Parent``) and a PATH whose first folder holds the fake tools
-(tests/image/fake_tools.py, fake_devices.py; each a small bash script calling this test process's
-tests/image/fake_tool_server.py, which runs them without an interpreter start per call). ``run`` takes a component's
+(tests/scripts/image/fake_tools.py, fake_devices.py; each a small bash script calling this test process's
+tests/scripts/image/fake_tool_server.py, which runs them without an interpreter start per call). ``run`` takes a component's
 document as Image Builder receives it (config/image_components.py ``document``, its includes expanded), fills in the
 parameters and runs the steps of the phases asked for: ExecuteBash as a bash script, CreateFile and WebDownload as
 files under the root (the downloads are made up from their URL: an EFA installer tarball whose installer leaves what
@@ -27,8 +27,8 @@ from typing import Any
 import yaml
 
 from config.image import DEFAULT_VERSIONS
-from tests.image import fake_tool_server, fake_tools
-from tests.image.documents import NODE_OS_RELEASE, versions
+from tests.scripts.image import fake_tool_server, fake_tools
+from tests.scripts.image.documents import NODE_OS_RELEASE, versions
 
 HERE = Path(__file__).resolve().parent
 KERNEL = "6.14.0-1017-aws"
@@ -259,7 +259,7 @@ _port: int | None = None
 
 
 def tool_server_port() -> int:
-    """The port of this test process's fake-tool server (tests/image/fake_tool_server.py), started on first use."""
+    """The port of this test process's fake-tool server (tests/scripts/image/fake_tool_server.py), started on first use."""
     global _server, _port
     if _server is None or _server.poll() is not None:
         _server = subprocess.Popen(

@@ -1,6 +1,6 @@
-"""The commands a parent image answers with, faked for the component steps the tests run (tests/image/fake_system.py).
+"""The commands a parent image answers with, faked for the component steps the tests run (tests/scripts/image/fake_system.py).
 
-Served by tests/image/fake_tool_server.py, which the small wrapper of each tool on PATH calls (``python3
+Served by tests/scripts/image/fake_tool_server.py, which the small wrapper of each tool on PATH calls (``python3
 fake_tools.py TOOL ARGS...`` runs one by hand, in the same environment). The parent image is a JSON
 state file (``FAKE_STATE``): installed packages (dpkg), the versions the apt repositories offer (apt-cache
 madison), the loaded NVIDIA driver, the GPUs, the kernel. ``apt-get`` behaves like ``apt-get -y``: it refuses a

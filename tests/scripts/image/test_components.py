@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpu_constructs.image.component import MAX_INLINE_DATA, strip_leading_comments
-from tests.image.documents import (
+from tests.scripts.image.documents import (
     ACTION_MODULES,
     DOCUMENTS,
     NODE_OS_RELEASE,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.image.documents import (
+from tests.scripts.image.documents import (
     DOCUMENTS,
     LIB_DIR,
     NODE_OS_RELEASE,

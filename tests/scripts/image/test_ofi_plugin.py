@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from config.image import DEFAULT_VERSIONS
-from tests.image.documents import NODE_DIR, script_of
-from tests.image.fake_system import FakeSystem, Parent
+from tests.scripts.image.documents import NODE_DIR, script_of
+from tests.scripts.image.fake_system import FakeSystem, Parent
 
-from health import efa, ofi_plugin  # isort: skip - scripts/node is on sys.path (tests/image/documents.py)
+from health import efa, ofi_plugin  # isort: skip - scripts/node is on sys.path (tests/scripts/image/documents.py)
 
 SOURCE = (NODE_DIR / "health" / "ofi_plugin.py").read_text()
 PARAMETERS = {**DEFAULT_VERSIONS, "ExpectedGpuCount": "4", "ExpectEfa": "true"}

@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl
 import boto3
 
 from config.naming import launch_hook_name, terminate_hook_name
-from tests.node.helpers import LoopbackServer
+from tests.scripts.node.helpers import LoopbackServer
 
 AUTOSCALING_XMLNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
 LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"

@@ -24,12 +24,12 @@ import pytest
 from moto import mock_aws
 
 from gpu_constructs.fleet.render.node_logs import NODE_LOGS
-from tests.node.fake_aws import FakeAws, LifecycleFleet
-from tests.node.helpers import NODE_DIR, UNIT_DIR, FakeImds, read_unit, unit_output_file
-from tests.node.training_job import TrainingJob
+from tests.scripts.node.fake_aws import FakeAws, LifecycleFleet
+from tests.scripts.node.helpers import NODE_DIR, UNIT_DIR, FakeImds, read_unit, unit_output_file
+from tests.scripts.node.training_job import TrainingJob
 
 # isort: split
-# Importable once tests.node.helpers has put scripts/node on sys.path.
+# Importable once tests.scripts.node.helpers has put scripts/node on sys.path.
 import layout
 from lifecycle_watcher import TARGET_STATE_PATH
 from spot_watcher import INTERRUPTION, NOTICE_PATHS

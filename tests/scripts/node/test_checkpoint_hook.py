@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.helpers import NODE_DIR
-from tests.node.training_job import TrainingJob
+from tests.scripts.node.helpers import NODE_DIR
+from tests.scripts.node.training_job import TrainingJob
 
 HOOK = NODE_DIR / "checkpoint-hook.sh"
 

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-import tests.node.helpers  # noqa: F401 - puts scripts/node on sys.path
+import tests.scripts.node.helpers  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split
 import lifecycle

@@ -21,12 +21,12 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from config.naming import terminate_hook_name
-from tests.node.fake_aws import FakeAws, LifecycleFleet
-from tests.node.helpers import NODE_DIR, FakeImds
-from tests.node.training_job import TrainingJob
+from tests.scripts.node.fake_aws import FakeAws, LifecycleFleet
+from tests.scripts.node.helpers import NODE_DIR, FakeImds
+from tests.scripts.node.training_job import TrainingJob
 
 # isort: split
-# Importable once tests.node.helpers has put scripts/node on sys.path.
+# Importable once tests.scripts.node.helpers has put scripts/node on sys.path.
 import lifecycle_watcher
 from imds_client import ImdsClient
 from lifecycle_watcher import TARGET_STATE_PATH, LifecycleWatcher, run_with_heartbeats

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.helpers import NODE_DIR
+from tests.scripts.node.helpers import NODE_DIR
 
 # isort: split
-# Importable once tests.node.helpers has put scripts/node on sys.path.
+# Importable once tests.scripts.node.helpers has put scripts/node on sys.path.
 import layout
 
 SCRIPT = NODE_DIR / "mount-lustre.sh"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.helpers import FakeImds
+from tests.scripts.node.helpers import FakeImds
 
 # isort: split
 import node_facts

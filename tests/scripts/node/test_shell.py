@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from config.naming import terminate_hook_name
-from tests.node.helpers import NODE_DIR, ROOT, UNIT_DIR, read_unit
+from tests.scripts.node.helpers import NODE_DIR, ROOT, UNIT_DIR, read_unit
 
 # isort: split
-# Importable once tests.node.helpers has put scripts/node on sys.path.
+# Importable once tests.scripts.node.helpers has put scripts/node on sys.path.
 import gpu_health
 import layout
 import lifecycle_watcher

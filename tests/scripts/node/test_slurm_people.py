@@ -1,5 +1,5 @@
 """scripts/node/slurm_people.py: the POSIX users against a fake getent and useradd on PATH (a passwd file of the
-test's own), and the accounting step's changes against a recording sacctmgr (the real one: tests/slurm)."""
+test's own), and the accounting step's changes against a recording sacctmgr (the real one: tests/flows/slurm)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.helpers import NODE_DIR  # puts scripts/node on sys.path
+from tests.scripts.node.helpers import NODE_DIR  # puts scripts/node on sys.path
 
 # isort: split
 import slurm_people

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.helpers import FakeImds
+from tests.scripts.node.helpers import FakeImds
 
 # isort: split
-# Importable once tests.node.helpers has put scripts/node on sys.path.
+# Importable once tests.scripts.node.helpers has put scripts/node on sys.path.
 import spot_watcher
 from imds_client import ImdsClient
 from spot_watcher import INTERRUPTION, NOTICE_PATHS, REBALANCE, Notice, SpotWatcher

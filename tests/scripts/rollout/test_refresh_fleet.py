@@ -16,7 +16,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = REPO_ROOT / "scripts" / "rollout" / "refresh_fleet.py"
 GROUP = "gpu-platform-dev-train"
 OLD_AMI, NEW_AMI = "ami-0000000000000000a", "ami-0123456789abcdef0"

@@ -14,8 +14,8 @@ from gpu_constructs.fleet.render.node_settings import (
     node_env,
     service_json,
 )
-from tests.constructs.conftest import ACCOUNT, REGION, fleet
-from tests.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
+from tests.gpu_constructs.conftest import ACCOUNT, REGION, fleet
+from tests.scripts.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split
 from serving.settings import parse  # the node's reader of service.json

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from ops.fabric.parse import parse
-from tests.node.helpers import NODE_DIR
+from tests.scripts.node.helpers import NODE_DIR
 
 # isort: split
 from fabric.allreduce_bench import (

@@ -19,7 +19,7 @@ import boto3
 import pytest
 
 from config.catalog import load_catalog
-from tests.node.helpers import FIXTURES, ROOT, FakeImds, moto_account
+from tests.scripts.node.helpers import FIXTURES, ROOT, FakeImds, moto_account
 
 # isort: split
 import gpu_health
@@ -239,7 +239,7 @@ class Node:
                     "--once", "--imds-url", imds.url, "--namespace", NAMESPACE, "--dcgm", "off",
                     "--expected-gpus", "8", "--kernel-log-file", str(P4D_KERNEL),
                     "--fabric-wait", str(fabric_wait),
-                    "--no-unit-check",  # the platform's units: tests/node/health/test_health_units.py
+                    "--no-unit-check",  # the platform's units: tests/scripts/node/health/test_health_units.py
                 ]
             )  # fmt: skip
 

@@ -12,7 +12,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tests.node.helpers import FIXTURES, NODE_DIR, UNIT_DIR, read_unit
+from tests.scripts.node.helpers import FIXTURES, NODE_DIR, UNIT_DIR, read_unit
 
 # isort: split
 import layout

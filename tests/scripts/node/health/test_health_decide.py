@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.node.helpers import FIXTURES
+from tests.scripts.node.helpers import FIXTURES
 
 # isort: split
 from health.dcgm import DcgmOutcome, DcgmResult

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-import tests.node.helpers  # noqa: F401 - puts scripts/node on sys.path
+import tests.scripts.node.helpers  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split
 from health.dcgm import parse_dcgm_json

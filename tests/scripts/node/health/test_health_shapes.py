@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.node.helpers import NODE_DIR
+from tests.scripts.node.helpers import NODE_DIR
 
 # isort: split
 from health.dcgm import parse_dcgm_json

@@ -1,6 +1,6 @@
 """selftest.py: every probe of a node, each with its verdict, driven here by the tools' recorded outputs.
 
-nvidia-smi, the kernel log and dcgmi are stand-ins that print the fixtures (tests/node/fixtures); the
+nvidia-smi, the kernel log and dcgmi are stand-ins that print the fixtures (tests/scripts/node/fixtures); the
 workload Python is this interpreter with a torch that has no CUDA. On a real GPU node or the GPU machine
 the same command runs the real tools (docs/testing.md: "On a real GPU").
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.helpers import FIXTURES, NODE_DIR
+from tests.scripts.node.helpers import FIXTURES, NODE_DIR
 
 SELFTEST = NODE_DIR / "selftest.py"
 EXAMPLES = NODE_DIR.parents[1] / "examples"

@@ -1,1 +1,1 @@
-"""Tests of the node's job runner (scripts/node/jobs/) and the fabric benchmark (scripts/node/fabric/)."""
+"""Tests of the node's job runner (scripts/node/jobs/)."""

@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 from moto import mock_aws
 
-import tests.node.helpers  # noqa: F401 - puts scripts/node on sys.path
+import tests.scripts.node.helpers  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split
 from jobs.logship import EVENT_OVERHEAD_BYTES, MAX_BATCH_BYTES, MAX_BATCH_EVENTS, MAX_EVENT_BYTES, LogShipper

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from config.naming import ResourceNames
-from tests.node.helpers import read_unit
-from tests.node.jobs.support import ENV_NAME, LOG_GROUP
+from tests.scripts.node.helpers import read_unit
+from tests.scripts.node.jobs.support import ENV_NAME, LOG_GROUP
 
 # isort: split
-# Importable once tests.node.helpers has put scripts/node on sys.path.
+# Importable once tests.scripts.node.helpers has put scripts/node on sys.path.
 import layout
 from jobs.settings import Settings
 from jobs.unit import job_unit, systemd_run_argv, torchrun_argv, unit_file
