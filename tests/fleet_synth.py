@@ -2,7 +2,8 @@
 
 It covers EFA layouts the shipped configs lack (p5 next to p4d, g4dn.12xlarge), a
 Capacity Block fleet, a warm pool, and refresh settings other than the defaults (one
-fleet tuned, one not rolled). One synth for the whole module folder.
+fleet tuned, one not rolled). Synthesized once per run by the ``fleet_synth`` fixture of
+tests/conftest.py; the fleets stack's groups, launch templates and user data as the tests read them.
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ EXTRA_FLEETS = [
 ]
 
 
-@pytest.fixture(scope="package")
-def fleet_synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Synth:
+def synthesize_fleets(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The test dev config with ``EXTRA_FLEETS`` added, synthesized once per run (``build_once``)."""
     config_dir = tmp_path_factory.mktemp("config")
     data = yaml.safe_load((TEST_CONFIG_DIR / "dev.yaml").read_text())
     data["fleets"] = data["fleets"] + EXTRA_FLEETS
@@ -99,3 +100,48 @@ def fleets_stack(synth: Synth, env: str = "dev") -> StackTemplate:
 def asg_name(stack: StackTemplate, fleet: str) -> str:
     """The group's name in full: a suffix would also match a fleet whose name ends in ``-<fleet>``."""
     return ResourceNames(env=stack.env, account="", region="").asg_name(fleet)
+
+
+def group(stack: StackTemplate, fleet: str) -> dict:
+    """The properties of the fleet's Auto Scaling group."""
+    (found,) = [
+        v["Properties"]
+        for v in stack.resources("AWS::AutoScaling::AutoScalingGroup").values()
+        if v["Properties"]["AutoScalingGroupName"] == asg_name(stack, fleet)
+    ]
+    return found
+
+
+def group_id(stack: StackTemplate, fleet: str) -> str:
+    """The logical id of the fleet's Auto Scaling group."""
+    (logical_id,) = [
+        k
+        for k, v in stack.resources("AWS::AutoScaling::AutoScalingGroup").items()
+        if v["Properties"]["AutoScalingGroupName"] == asg_name(stack, fleet)
+    ]
+    return logical_id
+
+
+def of_group(stack: StackTemplate, kind: str, fleet: str) -> list[dict]:
+    """The properties of each resource of ``kind`` that names the fleet's group."""
+    ref = {"Ref": group_id(stack, fleet)}
+    return [
+        v["Properties"] for v in stack.resources(kind).values() if v["Properties"].get("AutoScalingGroupName") == ref
+    ]
+
+
+def templates(stack: StackTemplate, fleet: str) -> dict[str, dict]:
+    """The fleet's launch templates' data, by logical id."""
+    return {
+        k: v["Properties"]["LaunchTemplateData"]
+        for k, v in stack.resources("AWS::EC2::LaunchTemplate").items()
+        if k.startswith(f"Fleet{fleet.replace('-', '')}Template")
+    }
+
+
+def user_data(data: dict) -> str:
+    """A launch template's user data as text, each token as ``<token>``."""
+    parts = data["UserData"]["Fn::Base64"]
+    if isinstance(parts, str):
+        return parts
+    return "".join(p if isinstance(p, str) else "<token>" for p in parts["Fn::Join"][1])

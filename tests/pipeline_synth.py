@@ -1,4 +1,5 @@
-"""The pipeline app (``cdk synth -c pipeline=true``), synthesized once per test session."""
+"""The pipeline app (``cdk synth -c pipeline=true``) as the tests read it (the ``pipeline_synth`` fixture of
+tests/conftest.py synthesizes it once per test session)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import pytest
 from aws_cdk import App
 from aws_cdk.assertions import Template
 
@@ -59,8 +59,3 @@ def synthesize_pipeline(outdir: Path) -> PipelineSynth:
     stack = app.node.find_child(PIPELINE_STACK_NAME)
     assert isinstance(stack, PipelineStack)
     return PipelineSynth(app=app, outdir=outdir, config=load_pipeline(), stack=stack)
-
-
-@pytest.fixture(scope="session")
-def pipeline_synth(tmp_path_factory: pytest.TempPathFactory) -> PipelineSynth:
-    return synthesize_pipeline(tmp_path_factory.mktemp("pipeline.out"))

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.app_runs import run_app
-from tests.config.helpers import assert_config_failure, valid_dev, write_env
-from tests.pipeline.test_pipeline_config import valid_pipeline, write_config
+from tests.config.helpers import assert_config_failure, valid_dev, valid_pipeline, write_config, write_env
 
 
 def test_app_exits_2_on_a_pipeline_config_mistake(tmp_path: Path) -> None:

@@ -6,31 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import config
-from config.loader import CONFIG_DIR
 from config.pipeline_schema import PIPELINE_FILE, load_pipeline
-from tests.pipeline.conftest import PipelineSynth
+from tests.config.helpers import valid_pipeline, write_config
+from tests.pipeline_synth import PipelineSynth
 
 SHOWN = str(PIPELINE_FILE)  # the tests run in the config folder they write
 ARN = "arn:aws:codeconnections:us-east-1:444444444444:connection/0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
 KEYS = "account, ami_gate, branch, connection_arn, fabric_check, manual_approval, promotion, region, repository, tags"
-
-
-def valid_pipeline() -> dict[str, Any]:
-    return yaml.safe_load((CONFIG_DIR / PIPELINE_FILE).read_text(encoding="utf-8"))
-
-
-def write_config(
-    folder: Path, data: dict[str, Any] | str, environments: tuple[str, ...] = ("dev", "staging", "prod")
-) -> Path:
-    for name in environments:
-        (folder / f"{name}.yaml").write_text(f"name: {name}\n", encoding="utf-8")
-    path = folder / PIPELINE_FILE
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
 
 
 def pipeline_error(folder: Path) -> list[str]:

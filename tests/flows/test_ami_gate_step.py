@@ -1,8 +1,7 @@
-# ruff: noqa: F811 - the synth fixture is imported from its module and taken as a parameter here
 """The AMI gate: ``ami_gate`` of pipeline.yaml, through the synthesized pipeline (an AmiGate action in prod's stage
 after the approval and before any deploy, fed staging's FabricCheck exported variable, its project role) to
 prod's Fleets stack (the role the step assumes: the AMI parameter and DescribeImages only, trusting the project
-role alone), and the step's script. The comparison itself: tests/pipeline/test_ami_gate_check.py."""
+role alone), and the step's script. The comparison itself: tests/scripts/ci/test_ami_gate.py."""
 
 from __future__ import annotations
 
@@ -17,14 +16,16 @@ import pytest
 from config import load_environment
 from config.pipeline_schema import ami_gate_trust
 from gpu_constructs.pipeline.pipeline_steps import FABRIC_AMI_VARIABLE, GATE_SCRIPT
+from tests.flows.checked_pipeline import TOOLING, with_pipeline
+from tests.flows.checked_pipeline import actions as _actions
+from tests.flows.checked_pipeline import by_type as _by_type
 from tests.iam_documents import Resolver
 from tests.ops.helpers import config_dir
-from tests.pipeline.test_ci_scripts import ROOT, _env, _executable, installed_by
-from tests.pipeline.test_fabric_check_script import AMI_NAME, _fake_python
-from tests.pipeline.test_fabric_step import TOOLING, _actions, _by_type, synth, with_pipeline  # noqa: F401
 from tests.policy_eval import ALLOW, Request, decide, explain
+from tests.role_policies import granted_requests as _requests
 from tests.role_policies import roles
-from tests.unit.test_role_boundaries import _requests
+from tests.scripts.ci.helpers import AMI_NAME, executable, fake_fabric_python, installed_by, script_env
+from tests.synth import ROOT
 
 PROD = "333333333333"  # tests/fixtures/config/prod.yaml
 GATE_ROLE = f"arn:aws:iam::{PROD}:role/gpu-platform-prod-ami-gate"
@@ -61,17 +62,19 @@ def test_trust_only_where_the_pipeline_gates_the_environment(tmp_path: Path) -> 
 # --- the pipeline -------------------------------------------------------------------------------------------------
 
 
-def test_the_gate_runs_after_the_approval_and_before_any_prod_deploy(synth) -> None:
-    actions = _actions(synth["pipeline"], "prod")
+def test_the_gate_runs_after_the_approval_and_before_any_prod_deploy(checked_synth) -> None:
+    actions = _actions(checked_synth["pipeline"], "prod")
     (approve,) = [a for a in actions if a["Name"] == "Approve"]
     (gate,) = [a for a in actions if a["Name"] == "AmiGate"]
     deploys = [a for a in actions if a["ActionTypeId"]["Provider"] == "CloudFormation"]
     assert approve["RunOrder"] < gate["RunOrder"] < min(a["RunOrder"] for a in deploys)
-    assert all("AmiGate" not in {a["Name"] for a in _actions(synth["pipeline"], env)} for env in ("dev", "staging"))
+    assert all(
+        "AmiGate" not in {a["Name"] for a in _actions(checked_synth["pipeline"], env)} for env in ("dev", "staging")
+    )
 
 
-def test_the_gate_reads_the_ami_name_staging_fabric_check_exports(synth) -> None:
-    pipeline = synth["pipeline"]
+def test_the_gate_reads_the_ami_name_staging_fabric_check_exports(checked_synth) -> None:
+    pipeline = checked_synth["pipeline"]
     (fabric,) = [a for a in _actions(pipeline, "staging") if a["Name"] == "FabricCheck"]
     (gate,) = [a for a in _actions(pipeline, "prod") if a["Name"] == "AmiGate"]
     variables = {v["name"]: v["value"] for v in json.loads(gate["Configuration"]["EnvironmentVariables"])}
@@ -86,21 +89,21 @@ def test_the_gate_reads_the_ami_name_staging_fabric_check_exports(synth) -> None
     assert env == {"GATE_ROLE_ARN": GATE_ROLE}
 
 
-def test_the_fabric_steps_commands_export_what_the_script_found(synth, tmp_path: Path) -> None:
+def test_the_fabric_steps_commands_export_what_the_script_found(checked_synth, tmp_path: Path) -> None:
     """The buildspec's commands in one sh, as CodeBuild runs a phase (buildspec 0.2: one shell): the variable
     holds the name when the phase ends. Run in a copy of the layout the step sees (scripts/ at its top)."""
-    (fabric,) = [a for a in _actions(synth["pipeline"], "staging") if a["Name"] == "FabricCheck"]
-    project = _project(synth["pipeline"], fabric)
+    (fabric,) = [a for a in _actions(checked_synth["pipeline"], "staging") if a["Name"] == "FabricCheck"]
+    project = _project(checked_synth["pipeline"], fabric)
     commands = json.loads(project["Properties"]["Source"]["BuildSpec"])["phases"]["build"]["commands"]
     env = {v["Name"]: v["Value"] for v in project["Properties"]["Environment"]["EnvironmentVariables"]}
-    fake, _ = _fake_python(tmp_path, {"training": 0})
+    fake, _ = fake_fabric_python(tmp_path, {"training": 0})
     source = tmp_path / "source"
     source.mkdir()
     (source / "scripts").symlink_to(ROOT / "scripts")
     result = subprocess.run(
         ["sh", "-ec", "\n".join([*commands, f'printf "%s" "${FABRIC_AMI_VARIABLE}"'])],
         cwd=source,
-        env=_env(**env, CHECK_PYTHON=str(fake)),
+        env=script_env(**env, CHECK_PYTHON=str(fake)),
         capture_output=True,
         text=True,
         timeout=60,
@@ -109,8 +112,8 @@ def test_the_fabric_steps_commands_export_what_the_script_found(synth, tmp_path:
     assert result.stdout.splitlines()[-1] == AMI_NAME
 
 
-def test_the_step_role_may_assume_the_gate_role_of_prod_only(synth) -> None:
-    pipeline = synth["pipeline"]
+def test_the_step_role_may_assume_the_gate_role_of_prod_only(checked_synth) -> None:
+    pipeline = checked_synth["pipeline"]
     actions = {a["Name"]: a for a in _actions(pipeline, "prod")}
     project = _project(pipeline, actions["AmiGate"])
     role_id = project["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
@@ -126,13 +129,13 @@ def test_the_step_role_may_assume_the_gate_role_of_prod_only(synth) -> None:
 # --- prod's role --------------------------------------------------------------------------------------------------
 
 
-def test_the_gate_role_trusts_the_step_role_alone(synth) -> None:
+def test_the_gate_role_trusts_the_step_role_alone(checked_synth) -> None:
     (role,) = [
         r["Properties"]
-        for r in _by_type(synth["prod"], "AWS::IAM::Role").values()
+        for r in _by_type(checked_synth["prod"], "AWS::IAM::Role").values()
         if r["Properties"].get("RoleName") == "gpu-platform-prod-ami-gate"
     ]
-    trust = Resolver(synth["prod"], account=PROD, region="us-east-1").resolve(role["AssumeRolePolicyDocument"])
+    trust = Resolver(checked_synth["prod"], account=PROD, region="us-east-1").resolve(role["AssumeRolePolicyDocument"])
 
     def assume(caller: str) -> str:
         request = Request("sts:AssumeRole", "*", {"AWS": caller}, context={"aws:PrincipalArn": caller})
@@ -141,12 +144,14 @@ def test_the_gate_role_trusts_the_step_role_alone(synth) -> None:
     assert assume(STEP_ROLE) == ALLOW
     assert assume(f"arn:aws:iam::{TOOLING}:role/gpu-platform-pipeline-staging-fabric-check") != ALLOW
     for env in ("dev", "staging"):
-        names = {str(r["Properties"].get("RoleName", "")) for r in _by_type(synth[env], "AWS::IAM::Role").values()}
+        names = {
+            str(r["Properties"].get("RoleName", "")) for r in _by_type(checked_synth[env], "AWS::IAM::Role").values()
+        }
         assert not [n for n in names if "ami-gate" in n], env
 
 
-def test_the_gate_role_reads_prods_ami_parameter_and_describes_images_nothing_more(synth) -> None:
-    (role,) = [r for r in roles(synth["synth"], "prod") if r.arn == GATE_ROLE]
+def test_the_gate_role_reads_prods_ami_parameter_and_describes_images_nothing_more(checked_synth) -> None:
+    (role,) = [r for r in roles(checked_synth["synth"], "prod") if r.arn == GATE_ROLE]
     statements = [s for d in role.identity for s in d["Statement"]]
     assert sorted((s["Action"], s["Resource"]) for s in statements) == [
         ("ec2:DescribeImages", "*"),  # no resource type: see gpu_constructs/security/ami_gate_role.py
@@ -162,7 +167,7 @@ def test_the_gate_role_reads_prods_ami_parameter_and_describes_images_nothing_mo
         ("ec2:CopyImage", "*"),
     ]:
         assert decide(role.identity, Request(action, resource)) != ALLOW, (action, resource)
-    cfg = synth["synth"].environments["prod"]
+    cfg = checked_synth["synth"].environments["prod"]
     for request, sid in _requests(role, cfg.account, cfg.region):
         assert decide([role.boundary], request) == ALLOW, f"{sid}: " + explain([role.boundary], request)
 
@@ -172,7 +177,7 @@ def test_the_gate_role_reads_prods_ami_parameter_and_describes_images_nothing_mo
 
 def _run_gate(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     record = tmp_path / "record"
-    fake = _executable(
+    fake = executable(
         tmp_path / "python",
         f'#!/bin/bash\n{{ echo "args: $*"; echo "tested: $TESTED_AMI_NAME"; grep -h role_ "$AWS_CONFIG_FILE"; '
         f'echo "profile: $AWS_PROFILE key: ${{AWS_ACCESS_KEY_ID:-none}}"; }} >>"{record}"\n',
@@ -180,7 +185,7 @@ def _run_gate(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.Comple
     result = subprocess.run(
         [str(ROOT / GATE_SCRIPT), *args],
         cwd=tmp_path,
-        env=_env(CHECK_PYTHON=str(fake), **env),
+        env=script_env(CHECK_PYTHON=str(fake), **env),
         capture_output=True,
         text=True,
         timeout=60,

@@ -1,7 +1,7 @@
 """The fabric check as an opt-in step of the post-deploy check: ``fabric_check`` of pipeline.yaml, through the
 synthesized pipeline (the FabricCheck action after the read-only check, its project role, the role it assumes,
 the AMI it exports) to the environment's Fleets stack (that role, trusting the project role only). The step's
-script: tests/pipeline/test_fabric_check_script.py."""
+script: tests/scripts/ci/test_fabric_check.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-import app as cdk_app
 from config import ConfigError, load_environment
 from config.pipeline_schema import PIPELINE_FILE, fabric_check_trust
 from gpu_constructs.pipeline.pipeline_steps import (
@@ -21,30 +19,21 @@ from gpu_constructs.pipeline.pipeline_steps import (
     FABRIC_RUN_TIMEOUT_S,
     FABRIC_SCRIPT,
 )
-from stacks.compliance import platform_app
-from stacks.pipeline_stack import PIPELINE_STACK_NAME
 from tests.app_runs import run_app_process
 from tests.config.helpers import assert_config_failure
+from tests.flows.checked_pipeline import TOOLING, with_pipeline
+from tests.flows.checked_pipeline import actions as _actions
+from tests.flows.checked_pipeline import by_type as _by_type
 from tests.iam_documents import Resolver
 from tests.ops.helpers import config_dir
-from tests.pipeline.test_pipeline_config import valid_pipeline
 from tests.policy_eval import ALLOW, Request, decide, explain
+from tests.role_policies import granted_requests as _requests
 from tests.role_policies import roles
-from tests.synth import build_once, cdk_json_context, collect_stacks, synth_context
-from tests.unit.test_role_boundaries import _requests
+from tests.synth import cdk_json_context
 
-TOOLING = "444444444444"
 STAGING = "222222222222"  # tests/fixtures/config/staging.yaml
 STEP_ROLE_NAME = "gpu-platform-pipeline-staging-fabric-check"
 ENV_ROLE = f"arn:aws:iam::{STAGING}:role/gpu-platform-staging-fabric-check"
-
-
-def with_pipeline(folder: Path, **changes: Any) -> Path:
-    path = folder / PIPELINE_FILE
-    path.parent.mkdir(exist_ok=True)
-    data = {**valid_pipeline(), "account": TOOLING, "manual_approval": [], **changes}
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return folder
 
 
 def _no_training(doc: dict[str, Any]) -> None:
@@ -91,43 +80,11 @@ def test_the_app_exits_2_with_that_line(tmp_path: Path) -> None:
 # --- the synthesized pipeline and environment ---------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """``cdk synth -c pipeline=true`` of dev, staging, prod: the fabric check on staging only, prod approved by a
-    person and gated on staging's tested AMI (tests/pipeline/test_ami_gate_step.py)."""
-    tmp = tmp_path_factory.mktemp("fabric")
-    folder = with_pipeline(config_dir(tmp), fabric_check=["staging"], manual_approval=["prod"], ami_gate=["prod"])
-    context = {**synth_context(), "pipeline": "true", "config_dir": str(folder)}
-
-    def build(outdir: Path) -> None:
-        app = platform_app(context=context, outdir=str(outdir))
-        cdk_app.build(app)
-        app.synth()
-
-    outdir = build_once(pytestconfig, tmp_path_factory, "fabric-pipeline.out", build)
-    environments = [load_environment(name, folder) for name in ("dev", "staging", "prod")]
-    envs = collect_stacks(outdir, environments)
-    return {
-        "pipeline": json.loads((outdir / f"{PIPELINE_STACK_NAME}.template.json").read_text()),
-        **{env.name: envs.stack(env.name, "Fleets").json for env in environments},
-        "synth": envs,
-    }
-
-
-def _by_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
-
-
-def _actions(pipeline: dict[str, Any], stage: str) -> list[dict[str, Any]]:
-    (code_pipeline,) = _by_type(pipeline, "AWS::CodePipeline::Pipeline").values()
-    return next(s for s in code_pipeline["Properties"]["Stages"] if s["Name"] == stage)["Actions"]
-
-
-def test_the_fabric_step_runs_after_the_read_only_check_of_that_environment_only(synth) -> None:
-    actions = {a["Name"]: a for a in _actions(synth["pipeline"], "staging")}
+def test_the_fabric_step_runs_after_the_read_only_check_of_that_environment_only(checked_synth) -> None:
+    actions = {a["Name"]: a for a in _actions(checked_synth["pipeline"], "staging")}
     assert actions["FabricCheck"]["RunOrder"] > actions["PostDeployCheck"]["RunOrder"]
-    assert "FabricCheck" not in {a["Name"] for a in _actions(synth["pipeline"], "dev")}
-    project = synth["pipeline"]["Resources"][actions["FabricCheck"]["Configuration"]["ProjectName"]["Ref"]]
+    assert "FabricCheck" not in {a["Name"] for a in _actions(checked_synth["pipeline"], "dev")}
+    project = checked_synth["pipeline"]["Resources"][actions["FabricCheck"]["Configuration"]["ProjectName"]["Ref"]]
     spec = json.loads(project["Properties"]["Source"]["BuildSpec"])
     assert spec["phases"]["build"]["commands"] == [
         f"{FABRIC_SCRIPT} staging training",
@@ -141,8 +98,8 @@ def test_the_fabric_step_runs_after_the_read_only_check_of_that_environment_only
     assert project["Properties"]["TimeoutInMinutes"] == 15 + 4 * (FABRIC_RUN_TIMEOUT_S + 300) // 60
 
 
-def test_the_step_role_assumes_the_environment_role_which_trusts_it_alone(synth) -> None:
-    pipeline = synth["pipeline"]
+def test_the_step_role_assumes_the_environment_role_which_trusts_it_alone(checked_synth) -> None:
+    pipeline = checked_synth["pipeline"]
     actions = {a["Name"]: a for a in _actions(pipeline, "staging")}
     project = pipeline["Resources"][actions["FabricCheck"]["Configuration"]["ProjectName"]["Ref"]]
     role_id = project["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
@@ -168,10 +125,10 @@ def test_the_step_role_assumes_the_environment_role_which_trusts_it_alone(synth)
 
     (env_role,) = [
         r["Properties"]
-        for r in _by_type(synth["staging"], "AWS::IAM::Role").values()
+        for r in _by_type(checked_synth["staging"], "AWS::IAM::Role").values()
         if r["Properties"].get("RoleName") == "gpu-platform-staging-fabric-check"
     ]
-    trust = Resolver(synth["staging"], account=STAGING, region="us-east-1").resolve(
+    trust = Resolver(checked_synth["staging"], account=STAGING, region="us-east-1").resolve(
         env_role["AssumeRolePolicyDocument"]
     )
 
@@ -183,15 +140,15 @@ def test_the_step_role_assumes_the_environment_role_which_trusts_it_alone(synth)
     assert assume(f"arn:aws:iam::{TOOLING}:role/{check_role}") != ALLOW
     assert not [
         r
-        for r in _by_type(synth["dev"], "AWS::IAM::Role").values()
+        for r in _by_type(checked_synth["dev"], "AWS::IAM::Role").values()
         if "fabric-check" in str(r["Properties"].get("RoleName", ""))
     ]
 
 
-def test_the_role_is_inside_the_boundary_of_its_environment(synth) -> None:
-    """As tests/unit/test_role_boundaries.py checks every role of the shipped-off fixture environments."""
-    cfg = synth["synth"].environments["staging"]
-    (role,) = [r for r in roles(synth["synth"], "staging") if r.arn == ENV_ROLE]
+def test_the_role_is_inside_the_boundary_of_its_environment(checked_synth) -> None:
+    """As tests/flows/test_role_boundaries.py checks every role of the shipped-off fixture environments."""
+    cfg = checked_synth["synth"].environments["staging"]
+    (role,) = [r for r in roles(checked_synth["synth"], "staging") if r.arn == ENV_ROLE]
     requests = _requests(role, cfg.account, cfg.region)
     assert {r.action for r, _ in requests} >= {"ssm:SendCommand", "logs:FilterLogEvents", "cloudwatch:PutMetricData"}
     for request, sid in requests:

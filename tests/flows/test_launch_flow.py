@@ -12,12 +12,12 @@ from moto import mock_aws
 
 from config.fleets.health import dcgm_level
 from config.naming import ResourceNames, launch_hook_name, terminate_hook_name
-from tests.fleets.conftest import fleets_stack
-from tests.fleets.hooked_group import HookedGroup, hook_specs
-from tests.fleets.test_fleet_templates import _user_data
-from tests.node.fake_aws import FakeAws
-from tests.node.helpers import FakeImds
-from tests.node.test_bootstrap import new_node
+from tests.fleet_synth import fleets_stack
+from tests.fleet_synth import user_data as _user_data
+from tests.flows.hooked_group import HookedGroup, hook_specs
+from tests.scripts.node.fake_aws import FakeAws
+from tests.scripts.node.fake_node import new_node
+from tests.scripts.node.helpers import FakeImds
 from tests.synth import StackTemplate, Synth
 
 HOOK_KEYS = ("ASG_NAME", "LAUNCH_HOOK_NAME", "TERMINATE_HOOK_NAME")

@@ -24,8 +24,10 @@ from gpu_constructs.network.vpc_endpoints import AGENT_CALLS, CLIENT_ENDPOINTS, 
 from tests.iam_documents import Resolver
 from tests.policy_eval import Request, explain, role_may
 from tests.role_policies import role
+from tests.stacks.network import gpu_subnets as _gpu_subnets
+from tests.stacks.network import ref as _ref
+from tests.stacks.network import route_tables_of as _route_tables_of
 from tests.synth import StackTemplate, Synth
-from tests.unit.test_network import _gpu_subnets, _ref, _route_tables_of
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_SCRIPTS = ROOT / "scripts" / "node"

@@ -18,12 +18,11 @@ import pytest
 from config.naming import ResourceNames
 from tests.iam_documents import Resolver
 from tests.policy_eval import ALLOW, Request, decide, explain, role_may
-from tests.role_policies import RolePolicies, roles
+from tests.role_policies import granted_requests as _requests
+from tests.role_policies import roles
 from tests.synth import StackTemplate, Synth
 
 ENVS = ["dev", "staging", "prod"]
-#: Stands in for each "*" of a resource ARN: a representative name the pattern admits.
-SAMPLE = "sample0"
 
 # The calls of CDK's default-security-group provider, read from its handler (aws-cdk
 # packages/@aws-cdk/custom-resource-handlers/lib/aws-ec2/restrict-default-security-group-handler/index.ts,
@@ -32,42 +31,6 @@ SAMPLE = "sample0"
 REVOKE = ["ec2:RevokeSecurityGroupEgress", "ec2:RevokeSecurityGroupIngress"]
 AUTHORIZE = ["ec2:AuthorizeSecurityGroupIngress", "ec2:AuthorizeSecurityGroupEgress"]
 RESTRICT_DEFAULT_SG = {"Create": REVOKE, "Update": AUTHORIZE + REVOKE, "Delete": AUTHORIZE}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def _context(statement: dict[str, Any]) -> dict[str, Any]:
-    """A request context that meets the statement's own (positive) conditions."""
-    context: dict[str, Any] = {}
-    for operator, keys in statement.get("Condition", {}).items():
-        base = operator.split(":")[-1].removesuffix("IfExists")
-        if base.startswith(("StringNot", "ArnNot", "Null")):
-            continue
-        for key, values in keys.items():
-            context[key] = str(_list(values)[0]).replace("*", SAMPLE)
-    return context
-
-
-def _requests(role: RolePolicies, account: str, region: str) -> list[tuple[Request, str]]:
-    found = []
-    for document in role.identity:
-        for statement in _list(document["Statement"]):
-            if statement["Effect"] != "Allow":
-                continue
-            for action in _list(statement["Action"]):
-                assert "*" not in action, f"{role.stack}/{role.logical_id}: wildcard action {action}"
-                for resource in _list(statement.get("Resource", "*")):
-                    context = {**role.as_caller, **_context(statement)}
-                    sample = resource if resource == "*" else resource.replace("*", SAMPLE)
-                    if sample.startswith("arn:"):  # the owner of the resource (S3 ARNs name none: this account's)
-                        context.setdefault("aws:ResourceAccount", sample.split(":")[4] or account)
-                    if action.startswith("kms:") and sample.split(":")[4] not in (account, SAMPLE):
-                        # another account's key (an AMI copy's source snapshots): EC2 uses it on the role's behalf
-                        context.setdefault("kms:ViaService", f"ec2.{region}.amazonaws.com")
-                    found.append((Request(action, sample, context=context), statement.get("Sid", "")))
-    return found
 
 
 @pytest.mark.parametrize("env", ENVS)

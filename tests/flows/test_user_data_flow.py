@@ -24,21 +24,20 @@ from moto import mock_aws
 from gpu_constructs.fleet.node_scripts import EXAMPLES_DIR
 from gpu_constructs.fleet.render.node_logs import NODE_LOGS
 from gpu_constructs.fleet.render.user_data import FETCH_ATTEMPTS, LOG_DIR, NodeScripts, render_user_data
-from tests.fleets.user_data_env import S3AndLifecycle, install_aws_cli
-from tests.node.fake_aws import LifecycleFleet
-from tests.node.helpers import NODE_DIR, FakeImds
-from tests.node.serving.test_service_bootstrap import free_port
-from tests.node.test_bootstrap import INSTANCE_TYPES, Node, lifecycle_call, new_node, stop_service
+from tests.flows.user_data_env import S3AndLifecycle, install_aws_cli
+from tests.scripts.node.fake_aws import LifecycleFleet
+from tests.scripts.node.fake_node import INSTANCE_TYPES, Node, lifecycle_call, new_node, stop_service
+from tests.scripts.node.helpers import NODE_DIR, FakeImds, free_port
 from tests.synth import build_once
 
 # isort: split
-# Importable once tests.node.helpers has put scripts/node on sys.path.
+# Importable once tests.scripts.node.helpers has put scripts/node on sys.path.
 import layout
 
 BUCKET = "cdk-hnb659fds-assets-111111111111-us-east-1"
 KEY = "0123abcd.zip"
 EXAMPLES_KEY = "4567cdef.zip"
-STANDIN = Path(__file__).resolve().parents[1] / "node" / "serving" / "service_standin.py"
+STANDIN = Path(__file__).resolve().parents[1] / "scripts" / "node" / "serving" / "service_standin.py"
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """Every path to 0 nodes has a path back, followed through the synthesized group and its scheduled
-actions over a week of their cron schedules (tests/fleets/schedule_timeline.py)."""
+actions over a week of their cron schedules (tests/flows/schedule_timeline.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.fleets.conftest import fleets_stack
-from tests.fleets.schedule_timeline import Cron, Size, timeline
-from tests.fleets.test_scaling import _group_id, _of_group
+from tests.fleet_synth import fleets_stack
+from tests.fleet_synth import group_id as _group_id
+from tests.fleet_synth import of_group as _of_group
+from tests.flows.schedule_timeline import Cron, Size, timeline
 from tests.synth import StackTemplate, Synth
 
 MONDAY = datetime(2026, 3, 2, tzinfo=UTC)  # a deploy at Monday 00:00 UTC (Sunday evening in New York)

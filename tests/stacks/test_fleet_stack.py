@@ -9,25 +9,11 @@ import pytest
 
 from config.naming import ResourceNames
 from gpu_constructs.fleet.render.user_data import USER_DATA_LIMIT_BYTES
-from tests.fleets.conftest import asg_name, fleets_stack
-from tests.synth import StackTemplate, Synth
-
-
-def _templates(stack: StackTemplate, fleet: str) -> dict[str, dict]:
-    return {
-        k: v["Properties"]["LaunchTemplateData"]
-        for k, v in stack.resources("AWS::EC2::LaunchTemplate").items()
-        if k.startswith(f"Fleet{fleet.replace('-', '')}Template")
-    }
-
-
-def _group(stack: StackTemplate, fleet: str) -> dict:
-    (group,) = [
-        v["Properties"]
-        for v in stack.resources("AWS::AutoScaling::AutoScalingGroup").values()
-        if v["Properties"]["AutoScalingGroupName"] == asg_name(stack, fleet)
-    ]
-    return group
+from tests.fleet_synth import fleets_stack
+from tests.fleet_synth import group as _group
+from tests.fleet_synth import templates as _templates
+from tests.fleet_synth import user_data as _user_data
+from tests.synth import Synth
 
 
 def _efa(data: dict) -> list[dict]:
@@ -234,13 +220,6 @@ def test_capacity_block_fleet(fleet_synth: Synth) -> None:
     assert all("Recurrence" not in a for a in actions)
 
 
-def _user_data(data: dict) -> str:
-    parts = data["UserData"]["Fn::Base64"]
-    if isinstance(parts, str):
-        return parts
-    return "".join(p if isinstance(p, str) else "<token>" for p in parts["Fn::Join"][1])
-
-
 def test_user_data_fetches_scripts_and_runs_bootstrap_under_16kb(synth: Synth, fleet_synth: Synth) -> None:
     for name, data in _all_templates([synth, fleet_synth]):
         script = _user_data(data)
@@ -292,7 +271,7 @@ def test_fleets_launch_from_the_platform_ami_parameter(synth: Synth) -> None:
         )
         assert param["Type"] == "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
         assert param["Default"] == ResourceNames.of(cfg).ami_parameter
-        # The Image stack seeds it (tests/unit/test_ami_parameter_seed.py) before the fleets resolve it.
+        # The Image stack seeds it (tests/flows/test_ami_parameter_seed.py) before the fleets resolve it.
         (seed,) = synth.stack(env, "Image").resources("Custom::AWS").values()
         assert ResourceNames.of(cfg).ami_parameter in json.dumps(seed["Properties"]["Create"])
         assert "Image" in str(synth.stack(env, "Fleets").manifest.get("dependencies", []))

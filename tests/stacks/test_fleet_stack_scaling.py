@@ -5,25 +5,13 @@ from __future__ import annotations
 import pytest
 
 from config.naming import ResourceNames
-from tests.fleets.conftest import asg_name, fleets_stack
-from tests.fleets.test_fleet_templates import _group, _templates, _user_data
+from tests.fleet_synth import fleets_stack
+from tests.fleet_synth import group as _group
+from tests.fleet_synth import group_id as _group_id
+from tests.fleet_synth import of_group as _of_group
+from tests.fleet_synth import templates as _templates
+from tests.fleet_synth import user_data as _user_data
 from tests.synth import StackTemplate, Synth
-
-
-def _group_id(stack: StackTemplate, fleet: str) -> str:
-    (logical_id,) = [
-        k
-        for k, v in stack.resources("AWS::AutoScaling::AutoScalingGroup").items()
-        if v["Properties"]["AutoScalingGroupName"] == asg_name(stack, fleet)
-    ]
-    return logical_id
-
-
-def _of_group(stack: StackTemplate, kind: str, fleet: str) -> list[dict]:
-    group = {"Ref": _group_id(stack, fleet)}
-    return [
-        v["Properties"] for v in stack.resources(kind).values() if v["Properties"].get("AutoScalingGroupName") == group
-    ]
 
 
 def _scaling_alarms(stack: StackTemplate, fleet: str) -> list[dict]:

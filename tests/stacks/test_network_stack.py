@@ -8,6 +8,9 @@ import pytest
 
 from config import EgressMode
 from gpu_constructs.network.vpc_endpoints import INTERFACE_SERVICES
+from tests.stacks.network import gpu_subnets as _gpu_subnets
+from tests.stacks.network import ref as _ref
+from tests.stacks.network import route_tables_of as _route_tables_of
 from tests.synth import StackTemplate, Synth
 
 ENVS = ["dev", "staging", "prod"]
@@ -15,31 +18,6 @@ ENVS = ["dev", "staging", "prod"]
 
 def network(synth: Synth, env: str) -> StackTemplate:
     return synth.stack(env, "Network")
-
-
-def _ref(value) -> str | None:
-    if isinstance(value, dict):
-        if "Ref" in value:
-            return value["Ref"]
-        if "Fn::GetAtt" in value:
-            return value["Fn::GetAtt"][0]
-    return None
-
-
-def _gpu_subnets(stack: StackTemplate) -> dict[str, dict]:
-    return {
-        k: v
-        for k, v in stack.resources("AWS::EC2::Subnet").items()
-        if {"Key": "aws-cdk:subnet-name", "Value": "gpu"} in v["Properties"]["Tags"]
-    }
-
-
-def _route_tables_of(stack: StackTemplate, subnet_ids: set[str]) -> set[str]:
-    return {
-        _ref(a["Properties"]["RouteTableId"])
-        for a in stack.resources("AWS::EC2::SubnetRouteTableAssociation").values()
-        if _ref(a["Properties"]["SubnetId"]) in subnet_ids
-    }
 
 
 @pytest.mark.parametrize("env", ENVS)

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from config import load_environment
-from tests.config.helpers import fleet, load_error, valid_dev, write_env
-from tests.config.test_service_errors import INFERENCE
+from tests.config.helpers import first_served, fleet, load_error, valid_dev, write_env
+
+#: Index of the first served fleet of the test dev config (the module is skipped where none serves).
+INFERENCE = first_served()
 
 
 def _served(tmp_path: Path, refresh: dict[str, Any] | None) -> dict[str, Any]:

@@ -12,21 +12,15 @@ from typing import Any
 
 import pytest
 
-from tests.config.helpers import load_error, valid_dev, write_env
+from tests.config.helpers import first_served, load_error, valid_dev, write_env
+from tests.synth import ROOT
 
 Data = dict[str, Any]
 
 
-def _first_served() -> int:
-    served = [i for i, fleet in enumerate(valid_dev()["fleets"]) if fleet.get("service") is not None]
-    if not served:
-        pytest.skip("the dev config serves nothing: no service to make a mistake in", allow_module_level=True)
-    return served[0]
-
-
 #: Index of the first served fleet of the test dev config (the module is skipped where none serves).
-INFERENCE = _first_served()
-FIXTURE_CONFIG_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "config"
+INFERENCE = first_served()
+FIXTURE_CONFIG_DIR = ROOT / "tests" / "fixtures" / "config"
 
 
 def served_dev() -> Data:

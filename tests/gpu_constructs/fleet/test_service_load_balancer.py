@@ -27,7 +27,7 @@ from gpu_constructs.fleet.service_load_balancer import (
     access_log_writer,
 )
 from gpu_constructs.network.platform_vpc import GPU_SUBNET_GROUP, PUBLIC_SUBNET_GROUP
-from tests.constructs.conftest import (
+from tests.gpu_constructs.conftest import (
     ACCOUNT,
     REGION,
     ZONES,
@@ -41,6 +41,7 @@ from tests.constructs.conftest import (
     sg_rules,
     template,
 )
+from tests.intrinsics import evaluate
 from tests.policy_eval import Request, explain, service_may
 
 CLIENT_CIDR = "10.20.0.0/16"
@@ -49,25 +50,6 @@ CERTIFICATE = f"arn:aws:acm:{REGION}:{ACCOUNT}:certificate/12345678-1234-1234-12
 #: Elastic Load Balancing's account in us-east-1 (ALB user guide, enable access logs).
 ELB_ACCOUNT_US_EAST_1 = "127311923021"
 ELB_ARN = f"arn:aws:elasticloadbalancing:{REGION}:{ACCOUNT}"
-
-
-def evaluate(value: Any, values: dict[str, str]) -> Any:
-    """``value`` with Ref / Fn::GetAtt (looked up in ``values`` as ``id`` / ``id.Attribute``), Fn::Join,
-    Fn::Split and Fn::Select evaluated as CloudFormation does."""
-    if not isinstance(value, dict):
-        return value
-    ((fn, arg),) = value.items()
-    if fn == "Ref":
-        return values[arg]
-    if fn == "Fn::GetAtt":
-        return values[".".join(arg)]
-    if fn == "Fn::Join":
-        return arg[0].join(evaluate(p, values) for p in arg[1])
-    if fn == "Fn::Split":
-        return evaluate(arg[1], values).split(arg[0])
-    if fn == "Fn::Select":
-        return evaluate(arg[1], values)[arg[0]]
-    raise AssertionError(f"cannot evaluate {value}")
 
 
 def _vpc(stack: Any) -> ec2.Vpc:

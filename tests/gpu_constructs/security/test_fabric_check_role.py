@@ -4,6 +4,7 @@ against moto) is allowed by its policy AND the platform's permissions boundary, 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,8 @@ from gpu_constructs.security.fabric_check_role import FabricCheckRole
 from gpu_constructs.security.permissions_boundary import PlatformPermissionsBoundary
 from ops.fabric.command import run_fabric_test
 from stacks.compliance import platform_app
-from tests.constructs.conftest import CDK_CONTEXT, document, only, resources
-from tests.ops.helpers import config_dir
-from tests.ops.job.test_fabric_command import (
+from tests.gpu_constructs.conftest import CDK_CONTEXT, document, only, resources
+from tests.ops.fabric.fakes import (
     ACCOUNT,
     DOCUMENT,
     GROUP,
@@ -28,8 +28,9 @@ from tests.ops.job.test_fabric_command import (
     REGION,
     FakeNodes,
     deploy_training,
+    fabric_account,
 )
-from tests.ops.job.test_fabric_command import aws as aws  # the moto fixture, used by name
+from tests.ops.helpers import config_dir
 from tests.policy_eval import ALLOW, Request, decide, explain, role_may
 
 TOOLING = "444444444444"
@@ -41,6 +42,13 @@ NAMESPACE = "GpuPlatform/staging"
 def no_polling_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake nodes answer at once: the check's pause between two looks at its jobs is not waited out."""
     monkeypatch.setattr("ops.fabric.jobs.POLL_S", 0.0)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[boto3.session.Session]:
+    """Staging's account in moto, as the fabric-test tests have it (tests/ops/fabric/fakes.py)."""
+    with fabric_account(monkeypatch) as session:
+        yield session
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the moto fixtures are imported from their module and taken as parameters here
 """``gpu-platform job fabric-test`` names the AMI its nodes were booted from (the image a passing check vouches
 for, which the pipeline's AMI gate compares with a later environment's), and refuses nodes of different AMIs."""
 
@@ -11,8 +10,8 @@ from typer.testing import CliRunner
 
 from ops.fabric import command as fabric_command
 from ops.fabric.command import fabric_test
+from tests.ops.fabric.fakes import GROUP, FakeNodes, deploy_training, run
 from tests.ops.helpers import config_dir
-from tests.ops.job.test_fabric_command import GROUP, FakeNodes, aws, deploy_training, no_polling_pause, run  # noqa: F401
 
 
 def _image(session, instance_id: str) -> str:

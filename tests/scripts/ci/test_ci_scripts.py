@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -11,23 +10,12 @@ from pathlib import Path
 import pytest
 
 from gpu_constructs.pipeline.pipeline_steps import CHECK_SCRIPT, FABRIC_SCRIPT, GATE_SCRIPT, SYNTH_SCRIPT
+from tests.scripts.ci.helpers import executable, installed_by, script_env
 from tests.synth import ROOT
 
 SHELLCHECK = Path(sys.executable).with_name("shellcheck")
 CI_SCRIPTS = sorted((ROOT / "scripts" / "ci").glob("*.sh"))
 ROLE = "arn:aws:iam::111111111111:role/cdk-hnb659fds-lookup-role-111111111111-us-east-1"
-
-
-def _executable(path: Path, text: str) -> Path:
-    path.write_text(text)
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return path
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "CHECK_ROLE_ARN"}
-    env.update(extra)
-    return env
 
 
 @pytest.mark.parametrize("script", CI_SCRIPTS, ids=lambda p: p.name)
@@ -56,11 +44,11 @@ def test_synth_script_runs_the_test_suite_then_synthesizes_the_pipeline(tmp_path
     calls = tmp_path / "calls"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    _executable(bin_dir / "make", f'#!/bin/sh\necho "$*" >>"{calls}"\n')
+    executable(bin_dir / "make", f'#!/bin/sh\necho "$*" >>"{calls}"\n')
     result = subprocess.run(
         [str(ROOT / SYNTH_SCRIPT)],
         cwd=tmp_path,  # the script finds the repository itself
-        env=_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}"),
+        env=script_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -73,10 +61,10 @@ def test_synth_script_stops_when_the_tests_fail(tmp_path: Path) -> None:
     calls = tmp_path / "calls"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    _executable(bin_dir / "make", f'#!/bin/sh\necho "$*" >>"{calls}"\n[ "$1" != test ]\n')
+    executable(bin_dir / "make", f'#!/bin/sh\necho "$*" >>"{calls}"\n[ "$1" != test ]\n')
     result = subprocess.run(
         [str(ROOT / SYNTH_SCRIPT)],
-        env=_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}"),
+        env=script_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -91,7 +79,7 @@ def test_synth_script_stops_when_the_tests_fail(tmp_path: Path) -> None:
 def _fake_python(tmp_path: Path, exit_status: int) -> tuple[Path, Path]:
     """A stand-in for the check's Python: records its arguments, the AWS profile it was given, and exits."""
     record = tmp_path / "record"
-    fake = _executable(
+    fake = executable(
         tmp_path / "python",
         "#!/bin/sh\n"
         f'{{ echo "args: $*"; echo "cwd: $(pwd)"; echo "profile: $AWS_PROFILE"; cat "$AWS_CONFIG_FILE"; '
@@ -105,7 +93,7 @@ def _run_check(env_name: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(ROOT / CHECK_SCRIPT), env_name],
         cwd="/",
-        env=_env(**env),
+        env=script_env(**env),
         capture_output=True,
         text=True,
         timeout=60,
@@ -140,34 +128,6 @@ def test_check_refuses_to_run_without_a_role(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "CHECK_ROLE_ARN" in result.stderr
     assert not record.exists()
-
-
-def installed_by(script: str, tmp_path: Path) -> list[str]:
-    """The requirement lines ``script``'s ``check_python`` call installs (scripts/ci/role_env.sh), read from
-    a stand-in pip that python3 -m venv leaves behind; the real requirements.txt is grepped."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python3").write_text(
-        "#!/bin/sh\n# python3 -m venv DIR: a venv whose pip copies what it is asked to install\n"
-        'mkdir -p "$3/bin"\nprintf \'#!/bin/sh\\ncp "$5" %s\\n\' "$3/../installed" > "$3/bin/pip"\n'
-        'chmod +x "$3/bin/pip"\n'
-    )
-    (bin_dir / "python3").chmod(0o755)
-    (call,) = [line for line in (ROOT / script).read_text().splitlines() if "check_python " in line]
-    packages = call.split('"$work"', 1)[1].rstrip(')"').split()
-    work = tmp_path / "work"
-    work.mkdir()
-    run = subprocess.run(
-        ["bash", "-c", 'source scripts/ci/role_env.sh && check_python "$0" "$@"', str(work), *packages],
-        cwd=ROOT,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == f"{work}/venv/bin/python"
-    return (work / "installed").read_text().splitlines()
 
 
 def test_check_installs_only_what_the_check_needs_at_the_pinned_versions(tmp_path: Path) -> None:

@@ -7,51 +7,23 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpu_constructs.pipeline.pipeline_steps import FABRIC_SCRIPT
-from tests.pipeline.test_ci_scripts import ROOT, _env, _executable, installed_by
+from tests.scripts.ci.helpers import AMI_NAME, fake_fabric_python, installed_by, script_env
+from tests.synth import ROOT
 
 STAGING = "222222222222"  # tests/fixtures/config/staging.yaml
 ENV_ROLE = f"arn:aws:iam::{STAGING}:role/gpu-platform-staging-fabric-check"
-AMI_NAME = "gpu-platform-dev-gpu-node-2026-03-01T12-00-00Z"
-
-
-def _fake_python(
-    tmp_path: Path, statuses: dict[str, int], amis: dict[str, str | None] | None = None
-) -> tuple[Path, Path]:
-    """Plays ``python -m ops.cli job fabric-test``: records each run's arguments and AWS profile, prints the fleet's
-    JSON report (none for a fleet whose AMI is None: fewer than two nodes) and exits with the fleet's status. Any
-    other command (scripts/ci/ami_gate.py) runs on this Python."""
-    record, reports = tmp_path / "record", tmp_path / "reports"
-    reports.mkdir()
-    for fleet in statuses:
-        name = (amis or {}).get(fleet, AMI_NAME)
-        if name is not None:
-            report = {"fleet": fleet, "ami": {"id": f"ami-0{len(name):016x}", "name": name}, "exit_code": 0}
-            (reports / f"{fleet}.json").write_text(json.dumps(report) + "\n")
-    cases = " ".join(f"{fleet}) exit {code} ;;" for fleet, code in statuses.items())
-    fake = _executable(
-        tmp_path / "python",
-        "#!/bin/bash\n"
-        f'if [[ "${{1:-}}" != -m ]]; then exec "{sys.executable}" "$@"; fi\n'
-        f'{{ echo "args: $*"; echo "profile: $AWS_PROFILE"; grep role_ "$AWS_CONFIG_FILE"; '
-        f'echo "key: ${{AWS_ACCESS_KEY_ID:-none}}"; }} >>"{record}"\n'
-        'fleet=""; while (($#)); do [[ $1 == --fleet ]] && fleet=$2; shift; done\n'
-        f'if [[ -f "{reports}/$fleet.json" ]]; then cat "{reports}/$fleet.json"; fi\n'
-        f'case "$fleet" in {cases} esac\n',
-    )
-    return fake, record
 
 
 def _run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(ROOT / FABRIC_SCRIPT), *args],
         cwd=tmp_path,
-        env={k: v for k, v in _env(**env).items() if k != "FABRIC_ROLE_ARN" or "FABRIC_ROLE_ARN" in env},
+        env={k: v for k, v in script_env(**env).items() if k != "FABRIC_ROLE_ARN" or "FABRIC_ROLE_ARN" in env},
         capture_output=True,
         text=True,
         timeout=60,
@@ -59,7 +31,7 @@ def _run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[
 
 
 def test_script_runs_fabric_test_for_each_fleet_as_the_environment_role(tmp_path: Path) -> None:
-    fake, record = _fake_python(tmp_path, {"training": 0, "big": 0})
+    fake, record = fake_fabric_python(tmp_path, {"training": 0, "big": 0})
     result = _run(
         tmp_path, "staging", "training", "big", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake), AWS_ACCESS_KEY_ID="AK"
     )
@@ -86,7 +58,7 @@ def test_script_runs_fabric_test_for_each_fleet_as_the_environment_role(tmp_path
 def test_a_fleet_below_its_floor_or_unchecked_fails_the_step_after_every_fleet_ran(
     tmp_path: Path, statuses: dict[str, int], expected: int
 ) -> None:
-    fake, record = _fake_python(tmp_path, statuses)
+    fake, record = fake_fabric_python(tmp_path, statuses)
     ami_file = tmp_path / "ami.txt"
     result = _run(
         tmp_path, "staging", "a", "b", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake), FABRIC_AMI_FILE=str(ami_file)
@@ -98,7 +70,7 @@ def test_a_fleet_below_its_floor_or_unchecked_fails_the_step_after_every_fleet_r
 
 def test_the_ami_the_fleets_ran_on_goes_to_the_ami_file(tmp_path: Path) -> None:
     """A fleet with fewer than two nodes prints no report: the AMI is the one of the fleets that ran."""
-    fake, _ = _fake_python(tmp_path, {"training": 0, "idle": 0}, {"idle": None})
+    fake, _ = fake_fabric_python(tmp_path, {"training": 0, "idle": 0}, {"idle": None})
     result = _run(
         tmp_path, "staging", "training", "idle", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake),
         FABRIC_AMI_FILE="ami.txt",  # relative to where the step runs, as the pipeline sets it
@@ -109,7 +81,7 @@ def test_the_ami_the_fleets_ran_on_goes_to_the_ami_file(tmp_path: Path) -> None:
 
 
 def test_no_fleet_with_two_nodes_tests_no_ami(tmp_path: Path) -> None:
-    fake, _ = _fake_python(tmp_path, {"training": 0}, {"training": None})
+    fake, _ = fake_fabric_python(tmp_path, {"training": 0}, {"training": None})
     ami_file = tmp_path / "ami.txt"
     result = _run(
         tmp_path, "staging", "training", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake), FABRIC_AMI_FILE=str(ami_file)
@@ -119,7 +91,7 @@ def test_no_fleet_with_two_nodes_tests_no_ami(tmp_path: Path) -> None:
 
 
 def test_fleets_on_amis_of_different_names_fail_the_step_in_one_line(tmp_path: Path) -> None:
-    fake, _ = _fake_python(tmp_path, {"a": 0, "b": 0}, {"a": AMI_NAME, "b": "gpu-platform-dev-gpu-node older"})
+    fake, _ = fake_fabric_python(tmp_path, {"a": 0, "b": 0}, {"a": AMI_NAME, "b": "gpu-platform-dev-gpu-node older"})
     ami_file = tmp_path / "ami.txt"
     result = _run(
         tmp_path, "staging", "a", "b", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake), FABRIC_AMI_FILE=str(ami_file)
@@ -133,7 +105,7 @@ def test_fleets_on_amis_of_different_names_fail_the_step_in_one_line(tmp_path: P
 
 
 def test_script_refuses_without_a_role_or_a_fleet(tmp_path: Path) -> None:
-    fake, record = _fake_python(tmp_path, {"training": 0})
+    fake, record = fake_fabric_python(tmp_path, {"training": 0})
     no_role = _run(tmp_path, "staging", "training", CHECK_PYTHON=str(fake))
     assert no_role.returncode != 0 and "FABRIC_ROLE_ARN" in no_role.stderr
     no_fleet = _run(tmp_path, "staging", FABRIC_ROLE_ARN=ENV_ROLE, CHECK_PYTHON=str(fake))

@@ -4,7 +4,7 @@ AWS's release notes of that AMI list several CUDA stacks side by side (``nvidia_
 /usr/local/cuda-12.8,-12.9,-13.0,-13.2) with ``default_cuda`` /usr/local/cuda-13.2/: toolkits that no dpkg package owns
 (what each is, CUDA's own /usr/local/cuda-X.Y/version.json says), each with the NCCL the AMI builds into its lib/. Its
 kernel is the -aws flavour, whose metapackages Ubuntu's unattended-upgrades moves to a newer kernel whenever its timer
-fires. The fake parent (tests/image/fake_system.py ``Parent``) models each of these; the components' real steps run on
+fires. The fake parent (tests/scripts/image/fake_system.py ``Parent``) models each of these; the components' real steps run on
 it. What must hold: nothing of the parent is moved back (no older toolkit over a newer default, no package over a
 toolkit dpkg cannot see), the versions file records what programs really get, no step installs a kernel, the
 persistence daemon runs where the driver shipped no unit, and one Fabric Manager package, not two.
@@ -17,17 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.image.documents import versions
-from tests.image.fake_system import KERNEL, FakeSystem, Parent, StepResult
-from tests.image.test_parent_drift import (
+from tests.scripts.image.documents import versions
+from tests.scripts.image.drift import (
     NCCL,
     PARAMETERS,
     REPOSITORY,
-    _fail_message,
     downgrades,
+    fail_message,
     offering,
     pins_below_installed,
 )
+from tests.scripts.image.fake_system import KERNEL, FakeSystem, Parent, StepResult
 
 #: The components these tests can run on the fake parent (pytorch needs a real venv, gpu-validation a GPU).
 RUNNABLE = tuple(name for name in versions.RECIPE_ORDER if name not in {"pytorch", "node-runtime", "gpu-validation"})
@@ -77,7 +77,7 @@ def build(system: FakeSystem, names: tuple[str, ...] = RUNNABLE) -> Iterator[Ste
 def succeeds(system: FakeSystem, names: tuple[str, ...] = RUNNABLE) -> list[StepResult]:
     results = list(build(system, names))
     for result in results:
-        assert result.returncode == 0, _fail_message(result)
+        assert result.returncode == 0, fail_message(result)
     return results
 
 
@@ -157,7 +157,7 @@ def test_the_validate_phase_fails_when_programs_would_load_another_nccl_than_rec
 ) -> None:
     system, _ = dlami_cuda
     (passed,) = system.run(CUDA[-1], ("validate",), PARAMETERS)  # the build as it is passes its validate phase
-    assert passed.returncode == 0, _fail_message(passed)
+    assert passed.returncode == 0, fail_message(passed)
     conf = system.root / "etc/ld.so.conf.d/000_cuda.conf"
     conf.write_text("/usr/local/cuda/lib\n")  # a change after the build
     try:
@@ -211,7 +211,7 @@ def test_the_persistence_daemon_runs_in_persistence_mode_with_or_without_a_packa
     system = FakeSystem(tmp_path, dlami(persistenced_unit=packaged))
     for name in DRIVER:
         for result in system.run(name, ("build", "validate", "test"), PARAMETERS):
-            assert result.returncode == 0, _fail_message(result)
+            assert result.returncode == 0, fail_message(result)
     unit = system.root / "etc/systemd/system/nvidia-persistenced.service"
     assert unit.exists() is not packaged  # the packaged unit is kept, a missing one written
     if not packaged:

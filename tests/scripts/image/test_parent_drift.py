@@ -5,58 +5,39 @@ between two builds. Each component keeps what the parent has at its pin or newer
 parent has less or nothing, records what the image carries in /opt/gpu-platform/image-versions.json, and its
 validate and test phases check that record. Whatever the parent: no step asks apt for a downgrade, and no apt
 pin holds a package below the version installed. A parent driver of an older branch than the pin's is refused
-in one line. (tests/image/fake_system.py: the fake parent and how the steps run on it.)
+in one line. (tests/scripts/image/fake_system.py: the fake parent and how the steps run on it.)
 """
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from config.image import COMPONENTS, DEFAULT_VERSIONS
-from tests.image.documents import NODE_OS_RELEASE
-from tests.image.fake_system import KERNEL, FakeSystem, Parent, StepResult
-from tests.image.fake_tools import compare
+from tests.scripts.image.documents import NODE_OS_RELEASE
+from tests.scripts.image.drift import (
+    CUDNN,
+    LUSTRE,
+    NCCL,
+    PARAMETERS,
+    REPOSITORY,
+    downgrades,
+    fail_message,
+    offering,
+    pins_below_installed,
+)
+from tests.scripts.image.fake_system import KERNEL, FakeSystem, Parent, StepResult
 
-PARAMETERS = {
-    **DEFAULT_VERSIONS,
-    "PipIndexUrl": "https://pypi.org/simple",
-    "ExpectedGpuCount": "4",
-    "ExpectEfa": "true",
-}
 #: The components the fake parent can run: every one of the recipe but those that need the network (pytorch: pip),
 #: the node runtime (nothing of the parent's it could downgrade) and the test-only GPU checks.
 BUILT = tuple(name for name in COMPONENTS.RECIPE_ORDER if name not in ("pytorch", "node-runtime", "gpu-validation"))
 TESTED = {"nvidia-services": (), "dcgm": (), "efa": (), "gpu-validation": ("CheckEfa",)}
 DRIVER = ("nvidia-driver", "nvidia-services")
 CUDA = ("cuda-toolkit", "cuda-libraries")
-LUSTRE = f"lustre-client-modules-{KERNEL}"
 OTHER_LUSTRE = "lustre-client-modules-6.8.0-1010-aws"  # the modules of a kernel the parent booted before
 DCGM = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda13")
-CUDNN = ("libcudnn9-cuda-13", "libcudnn9-dev-cuda-13")
-NCCL = ("libnccl2", "libnccl-dev")
-
-
-def offering(packages: tuple[str, ...], offered: list[str]) -> dict[str, list[str]]:
-    """The same versions offered for each of ``packages`` (a -dev beside its library)."""
-    return {package: list(offered) for package in packages}
-
-
-#: What NVIDIA's, AWS's and Ubuntu's repositories offer, newest first: the pins, what the parents carry, and a
-#: DCGM newer than any parent (a kept or pinned version must win over the repository's newest).
-REPOSITORY = {
-    "nvidia-driver-595-open": ["595.91.07-1"],
-    "nvidia-fabricmanager-595": ["595.91.07-1", "595.58.03-1"],
-    "nvidia-fabricmanager-600": ["600.12.03-1"],
-    "datacenter-gpu-manager-4-cuda13": ["1:4.10.0-1", "1:4.9.1-1", "1:4.7.0-1", "1:4.5.3-1"],
-    "cuda-toolkit-13-0": ["13.0.5-1", "13.0.3-1", "13.0.1-1"],
-    **offering(CUDNN, ["9.26.0.12-1", "9.24.0.43-1", "9.20.0.1-1"]),
-    **offering(NCCL, ["2.31.2-1+cuda13.1", "2.31.2-1+cuda13.0", "2.30.7-1+cuda13.2", "2.30.7-1+cuda13.0"]),
-    **offering((LUSTRE, "lustre-client-utils"), ["2.15.7-1fsx36", "2.15.6-1fsx34", "2.15.5-1fsx30"]),
-}
 
 
 #: Parents: name -> (the parent, what the image must record).
@@ -127,46 +108,11 @@ PARENTS = {
 }
 
 
-def _fail_message(result: StepResult) -> str:
-    return f"{result}\n(the step's ERROR lines: {[line for line in result.stderr.splitlines() if 'ERROR' in line]})"
-
-
 def _run_all(system: FakeSystem) -> Iterator[StepResult]:
     for name in BUILT:
         yield from system.run(name, ("build", "validate"), PARAMETERS)
     for name, steps in TESTED.items():
         yield from system.run(name, ("test",), PARAMETERS, steps)
-
-
-def downgrades(state: dict) -> list[str]:
-    """Every apt-get or dpkg -i call that asked for a version below the one installed before it."""
-    return [
-        f"{call['tool']} {call['package']}={call['version']} over {call['before']}"
-        for call in state["log"]
-        if (call["before"] and compare(call["version"], call["before"]) < 0)
-        or "--allow-downgrades" in call.get("args", [])
-    ]
-
-
-def pins_below_installed(root: Path, state: dict) -> list[str]:
-    """A priority >= 1000 apt pin that matches an offered version below the installed one (apt would downgrade)."""
-    found = []
-    for path in sorted((root / "etc/apt/preferences.d").iterdir()):
-        for stanza in path.read_text().split("\n\n"):
-            fields = dict(line.split(": ", 1) for line in stanza.strip().splitlines() if ": " in line)
-            if int(fields.get("Pin-Priority", "0")) < 1000 or not fields.get("Pin", "").startswith("version "):
-                continue
-            pattern = fields["Pin"].removeprefix("version ")
-            for name, installed in state["installed"].items():
-                if not any(fnmatch.fnmatchcase(name, glob) for glob in fields["Package"].split()):
-                    continue
-                below = [
-                    v
-                    for v in state["offered"].get(name, [])
-                    if fnmatch.fnmatchcase(v, pattern) and compare(v, installed) < 0
-                ]
-                found += [f"{path.name}: {name} {installed} pinned to {v}" for v in below]
-    return found
 
 
 @pytest.mark.slow
@@ -177,7 +123,7 @@ def test_every_step_succeeds_records_what_the_image_carries_and_never_downgrades
     parent, kept = PARENTS[parent_name]
     system = FakeSystem(tmp_path, parent)
     for result in _run_all(system):
-        assert result.returncode == 0, _fail_message(result)
+        assert result.returncode == 0, fail_message(result)
     state = system.snapshot()
     assert downgrades(state) == []
     assert pins_below_installed(system.root, state) == []
@@ -198,7 +144,7 @@ def test_a_parent_without_a_driver_gets_the_pinned_driver_and_fabric_manager(tmp
     system = FakeSystem(tmp_path, Parent(installed={}, offered=REPOSITORY))
     for name in DRIVER:
         for result in system.run(name, ("build", "validate", "test"), PARAMETERS):
-            assert result.returncode == 0, _fail_message(result)
+            assert result.returncode == 0, fail_message(result)
     installs = {(call["package"], call["version"]) for call in system.snapshot()["log"]}
     assert {("nvidia-driver-595-open", "595.91.07-1"), ("nvidia-fabricmanager-595", "595.91.07-1")} <= installs
     assert system.recorded() == {"NvidiaDriverVersion": "595.91.07"}
@@ -239,7 +185,7 @@ def test_nccl_is_taken_for_the_toolkits_cuda(tmp_path: Path, offered: list[str],
     system = FakeSystem(tmp_path, Parent(installed={}, offered={**REPOSITORY, **offering(NCCL, offered)}))
     for name in CUDA:
         for result in system.run(name, ("build",), PARAMETERS):
-            assert result.returncode == 0, _fail_message(result)
+            assert result.returncode == 0, fail_message(result)
     assert {p: system.snapshot()["installed"][p] for p in NCCL} == dict.fromkeys(NCCL, expected)
 
 

@@ -6,6 +6,7 @@ folder, /opt/gpu-platform/node), so the tests put scripts/node on sys.path the s
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import uuid
@@ -19,7 +20,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NODE_DIR = ROOT / "scripts" / "node"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -187,3 +188,10 @@ def moto_account(region: str, template_name: str, instance_type: str) -> Iterato
                 LaunchTemplateData={"ImageId": "ami-0123456789abcdef0", "InstanceType": instance_type},
             )
             yield
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -1,12 +1,11 @@
-# ruff: noqa: F811 - the bootstrap and moto fixtures are imported from their module and taken as parameters here
-"""The bootstrap on an image that lacks what the golden AMI adds: the real bootstrap.sh (tests/node/test_bootstrap.py's
+"""The bootstrap on an image that lacks what the golden AMI adds: the real bootstrap.sh (tests/scripts/node/test_bootstrap.py's
 fakes), on the public Deep Learning AMI the fleets launch until the first golden AMI exists (no
 /opt/gpu-platform/image-versions.json) and on the golden AMI (that file present).
 
 - boto3 for the services' Python: checked at the units step, before the termination watcher starts, in one line
   that names the fix (the watcher would meet its absence only when the node leaves).
 - The Lustre client: lustre-mount.service runs the real mount-lustre.sh (a fake oneshot unit, the fake mount of
-  tests/node/fake_disks.py, fake apt-get / curl / gpg). Missing on the DLAMI, it is installed from AWS's repository;
+  tests/scripts/node/fake_disks.py, fake apt-get / curl / gpg). Missing on the DLAMI, it is installed from AWS's repository;
   where that fails, the node goes in service without /fsx and the log says so (abandoning would relaunch the same
   image for ever); missing on the golden AMI, the launch fails."""
 
@@ -16,8 +15,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from tests.node.helpers import NODE_DIR
-from tests.node.test_bootstrap import Node, assert_abandoned, lifecycle_call, node, shared_aws  # noqa: F401 - fixtures
+from tests.scripts.node.fake_node import Node, assert_abandoned, lifecycle_call
+from tests.scripts.node.helpers import NODE_DIR
 
 KERNEL = "6.8.0-1024-aws"
 PACKAGE = f"lustre-client-modules-{KERNEL}"

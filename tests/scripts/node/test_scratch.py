@@ -1,70 +1,36 @@
 """The scratch volume, end to end: the real bootstrap.sh runs its `scratch` step (the real
-mount-scratch.sh) against fake disks (tests/node/fake_disks.py), a fake IMDS and moto's Auto
+mount-scratch.sh) against fake disks (tests/scripts/node/fake_disks.py), a fake IMDS and moto's Auto
 Scaling, from the disks the node finds to /scratch mounted, its fstab line and the launch hook."""
 
 from __future__ import annotations
 
 import stat
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from moto import mock_aws
 
 from gpu_constructs.fleet.fleet_launch_template import SCRATCH_DEVICE
-from tests.node.fake_aws import FakeAws, LifecycleFleet
-from tests.node.fake_disks import ebs, instance_store
-from tests.node.helpers import NODE_DIR, FakeImds
-from tests.node.test_bootstrap import Node, Result, assert_abandoned, lifecycle_call, new_node, stop_service
+from tests.scripts.node.fake_disks import ebs
+from tests.scripts.node.fake_node import Node, assert_abandoned
+from tests.scripts.node.helpers import NODE_DIR
+from tests.scripts.node.scratch_checks import (
+    INSTANCE_STORE,
+    OPTIONS,
+    ROOT_FSTAB,
+    assert_in_service,
+    reboot,
+    scratch_calls,
+    with_ebs_scratch,
+    with_instance_store,
+)
 
 # isort: split
 import layout
 
 MOUNT_SCRATCH = NODE_DIR / "mount-scratch.sh"
-OPTIONS = "defaults,noatime,nofail,x-systemd.device-timeout=30s"
-ROOT_FSTAB = "LABEL=cloudimg-rootfs / ext4 discard,errors=remount-ro 0 1"
-INSTANCE_STORE = [f"/dev/nvme{i}n1" for i in range(3, 7)]
-
-
-@pytest.fixture(scope="module")
-def scratch_aws() -> Iterator[FakeAws]:
-    with mock_aws(), FakeAws(LifecycleFleet()) as aws:
-        yield aws
-
-
-@pytest.fixture
-def node(tmp_path: Path, scratch_aws: FakeAws) -> Iterator[Node]:
-    scratch_aws.reset()
-    with FakeImds() as imds:
-        yield new_node(tmp_path, scratch_aws, imds)
-    stop_service(tmp_path)  # and the image's units a test started
-
-
-def with_ebs_scratch(node: Node) -> None:
-    """An unrelated EBS volume enumerated first (sdf as nvme1n1), the scratch volume (sdb) second."""
-    node.disks.add(
-        ebs("/dev/nvme1n1", "/dev/sdf", "vol0bbbbbbbbbbbbbbbb"),
-        ebs("/dev/nvme2n1", SCRATCH_DEVICE, "vol0cccccccccccccccc"),
-    )
-
-
-def with_instance_store(node: Node, count: int = 4) -> None:
-    node.disks.add(*(instance_store(name, f"AWS{i:017d}") for i, name in enumerate(INSTANCE_STORE[:count])))
-
-
-def scratch_calls(result: Result) -> list[str]:
-    return [call for call in result.calls if call.split()[0] in {"mkfs.xfs", "mount", "mdadm"}]
 
 
 def mount_call(node: Node, device: str) -> str:
     return f"mount -t xfs -o defaults,noatime {device} {node.disks.mount_point}"
-
-
-def assert_in_service(node: Node, result: Result) -> None:
-    assert result.returncode == 0, result.log
-    assert "scratch" in result.steps("ok")
-    assert node.aws.calls == [lifecycle_call(node, "CONTINUE")]
-    assert node.fleet.state == "InService"
 
 
 def assert_mounted(node: Node, device: str) -> None:
@@ -73,12 +39,6 @@ def assert_mounted(node: Node, device: str) -> None:
     assert node.disks.fstab.read_text().splitlines()[0] == ROOT_FSTAB  # the rest of fstab is kept
     assert stat.S_IMODE(node.disks.mount_point.stat().st_mode) == 0o1777
     assert f"{device} {node.disks.mount_point} xfs" in node.disks.mounts.read_text()
-
-
-def reboot(node: Node, *, fstab_mounted: bool, arrays: dict[str, str] | None = None) -> None:
-    node.disks.reboot(fstab_mounted=fstab_mounted, arrays=arrays)
-    node.aws.reset()  # a warm-pool start is held in Pending:Wait again
-    Path(node.env["FAKE_CALLS"]).unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,22 +1,19 @@
-# ruff: noqa: F811 - the moto and node fixtures are imported from their module and taken as parameters here
 """/scratch on NVMe instance store that the image mounted before the bootstrap ran (the Deep Learning AMI mounts
-it at /opt/dlami/nvme): the real bootstrap.sh and mount-scratch.sh against fake disks (tests/node/fake_disks.py)
-whose instance store is already mounted, as in tests/node/test_scratch.py; and, with the fake systemd of
-tests/node/fake_units.py, the image's own unit (dlami-nvme.service) still at work when the scratch step starts."""
+it at /opt/dlami/nvme): the real bootstrap.sh and mount-scratch.sh against fake disks (tests/scripts/node/fake_disks.py)
+whose instance store is already mounted, as in tests/scripts/node/test_scratch.py; and, with the fake systemd of
+tests/scripts/node/fake_units.py, the image's own unit (dlami-nvme.service) still at work when the scratch step starts."""
 
 from __future__ import annotations
 
 import stat
 
-from tests.node.test_bootstrap import Node, Result, assert_abandoned
-from tests.node.test_scratch import (  # noqa: F401 - fixtures
+from tests.scripts.node.fake_node import Node, Result, assert_abandoned
+from tests.scripts.node.scratch_checks import (
     INSTANCE_STORE,
     OPTIONS,
     ROOT_FSTAB,
     assert_in_service,
-    node,
     reboot,
-    scratch_aws,
     scratch_calls,
     with_ebs_scratch,
     with_instance_store,

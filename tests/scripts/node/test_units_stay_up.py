@@ -1,5 +1,4 @@
-# ruff: noqa: F811 - the bootstrap and moto fixtures are imported from their module and taken as parameters here
-"""A unit the bootstrap starts must stay up: the real bootstrap.sh, the fake systemd of tests/node/fake_units.py
+"""A unit the bootstrap starts must stay up: the real bootstrap.sh, the fake systemd of tests/scripts/node/fake_units.py
 running a real process for the unit (its output in the file its installed unit file names), and the launch hook on
 the moto-backed endpoint. `systemctl enable --now` of a Type=simple unit succeeds even when its program dies a
 moment later; the bootstrap looks again after UNIT_SETTLE_S and abandons the launch with the unit's last lines."""
@@ -9,8 +8,8 @@ from __future__ import annotations
 import shlex
 import sys
 
-from tests.node.helpers import UNIT_DIR, unit_output_file
-from tests.node.test_bootstrap import Node, assert_abandoned, lifecycle_call, node, shared_aws  # noqa: F401 - fixtures
+from tests.scripts.node.fake_node import Node, assert_abandoned, lifecycle_call
+from tests.scripts.node.helpers import UNIT_DIR, unit_output_file
 
 SHOW = "systemctl show --property=ActiveState,SubState,Result,NRestarts"
 PYTHON = shlex.quote(sys.executable)

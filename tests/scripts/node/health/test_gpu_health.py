@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
-from tests.node.helpers import FIXTURES, FakeImds, moto_account
+from tests.scripts.node.health.support import NAMESPACE, REGION, Fleet, health_of, load_case, replay_args
+from tests.scripts.node.helpers import FIXTURES, FakeImds
 
 # isort: split
-# Importable once tests.node.helpers has put scripts/node on sys.path.
+# Importable once tests.scripts.node.helpers has put scripts/node on sys.path.
 import gpu_health
 import health.act as health_act
 import health.probe as health_probe
@@ -28,24 +25,7 @@ from health.decide import HealthReport, evaluate
 from health.parse import SmiResult, parse_smi_csv, parse_xids, pci_key
 from health.xids import FATAL_XIDS, parse_extra_xids
 
-REGION = "us-east-1"
-NAMESPACE = "GpuPlatform/Test"
 HEALTHY_GPU = "0, NVIDIA A100-SXM4-40GB, 00000000:10:1C.0, Enabled, 0, 31\n"
-
-
-@dataclass(frozen=True)
-class Case:
-    smi: SmiResult
-    kernel_log: str
-    smi_path: Path
-    kernel_path: Path
-
-
-def load_case(name: str) -> Case:
-    folder = FIXTURES / name
-    smi_path, kernel_path = folder / "nvidia-smi.out", folder / "kernel.log"
-    rc = int((folder / "nvidia-smi.rc").read_text())
-    return Case(SmiResult(returncode=rc, stdout=smi_path.read_text()), kernel_path.read_text(), smi_path, kernel_path)
 
 
 def decide(name: str, **kwargs: Any) -> HealthReport:
@@ -259,42 +239,6 @@ def test_dcgm_runtime_error() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Fleet:
-    asg_name: str
-    instance_id: str
-
-
-@pytest.fixture(scope="module")
-def aws() -> Iterator[None]:
-    """One moto world for the module (its first Auto Scaling group costs about 2 s); every test
-    gets its own group, instance and metric dimension in it."""
-    with moto_account(REGION, "gpu-p4d", "p4d.24xlarge"):
-        yield
-
-
-@pytest.fixture
-def fleet(aws: None) -> Fleet:
-    asg_name = f"dev-training-p4d-{uuid.uuid4().hex[:8]}"
-    autoscaling = boto3.client("autoscaling", region_name=REGION)
-    autoscaling.create_auto_scaling_group(
-        AutoScalingGroupName=asg_name,
-        LaunchTemplate={"LaunchTemplateName": "gpu-p4d", "Version": "$Latest"},
-        MinSize=1,
-        MaxSize=1,
-        DesiredCapacity=1,
-        AvailabilityZones=[f"{REGION}a"],
-    )
-    group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg_name])
-    return Fleet(asg_name, group["AutoScalingGroups"][0]["Instances"][0]["InstanceId"])
-
-
-def health_of(instance_id: str) -> str:
-    autoscaling = boto3.client("autoscaling", region_name=REGION)
-    instances = autoscaling.describe_auto_scaling_instances(InstanceIds=[instance_id])["AutoScalingInstances"]
-    return instances[0]["HealthStatus"].upper()
-
-
 def published_values(asg_name: str) -> list[float]:
     cloudwatch = boto3.client("cloudwatch", region_name=REGION)
     dimension = {"Name": "AutoScalingGroupName", "Value": asg_name}
@@ -357,19 +301,6 @@ def test_no_asg_name_skips_the_actions(fleet: Fleet) -> None:
     assert len(errors) == 1
     assert health_of(fleet.instance_id) == "HEALTHY"
     assert published_values(fleet.asg_name) == []
-
-
-def replay_args(case: str) -> list[str]:
-    loaded = load_case(case)
-    rc = (FIXTURES / case / "nvidia-smi.rc").read_text().strip()
-    return [
-        "--expected-gpus", "8",
-        "--nvidia-smi-output", str(loaded.smi_path),
-        "--nvidia-smi-rc", rc,
-        "--kernel-log-file", str(loaded.kernel_path),
-        "--dcgm", "off",
-        "--namespace", NAMESPACE,
-    ]  # fmt: skip
 
 
 def test_once_with_identity_from_imds_marks_unhealthy_and_exits_1(fleet: Fleet) -> None:

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the bootstrap and moto fixtures are imported from their modules and taken as parameters here
 """The health check's two ways of acting, followed end to end.
 
 At launch: the real bootstrap.sh against the fake IMDS and the moto-backed endpoint; a node failing
@@ -20,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.health.test_gpu_health import NAMESPACE, REGION, Fleet, aws, fleet, health_of  # noqa: F401 - fixtures
-from tests.node.helpers import FIXTURES, NODE_DIR, UNIT_DIR, read_unit
-from tests.node.test_bootstrap import Node, assert_abandoned, node, shared_aws  # noqa: F401 - fixtures
-from tests.node.training_job import TrainingJob
+from tests.scripts.node.fake_node import Node, assert_abandoned
+from tests.scripts.node.health.support import NAMESPACE, REGION, Fleet, health_of
+from tests.scripts.node.helpers import FIXTURES, NODE_DIR, UNIT_DIR, read_unit
+from tests.scripts.node.training_job import TrainingJob
 
 # isort: split
 import gpu_health

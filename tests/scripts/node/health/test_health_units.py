@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the moto fixtures are imported from their module and taken as parameters here
 """The health check counts the platform's units that are down: gpu_health.py in-process against moto, the recorded
 GPU outputs of a healthy p4d, and a fake systemctl answering `show` for each unit. A dead unit is the metric
 PlatformUnitsDown (per group, which the fleet's platform-units-down alarm reads), never an Unhealthy node. What the
@@ -16,8 +15,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from tests.node.health.test_gpu_health import NAMESPACE, REGION, Fleet, aws, fleet, health_of, replay_args  # noqa: F401
-from tests.node.helpers import UNIT_DIR, read_unit
+from tests.scripts.node.health.support import NAMESPACE, REGION, Fleet, health_of, replay_args
+from tests.scripts.node.helpers import UNIT_DIR, read_unit
 
 # isort: split
 import gpu_health

@@ -18,19 +18,16 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import boto3
-import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
-from tests.node.helpers import NODE_DIR, ROOT, FakeImds, LoopbackServer
-from tests.node.training_job import install_fake_torchrun, write_worker
+from tests.scripts.node.helpers import NODE_DIR, ROOT, FakeImds, LoopbackServer
+from tests.scripts.node.training_job import install_fake_torchrun, write_worker
 
 EXAMPLES_DIR = ROOT / "examples"
 REGION = "us-east-1"
@@ -367,16 +364,44 @@ def kill_units(node: JobNode) -> None:
                 os.killpg(os.getpgid(pid), 9)
 
 
-@pytest.fixture
-def job_node(tmp_path: Path) -> Iterator[JobNode]:
-    with pytest.MonkeyPatch.context() as patch:
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-            patch.setenv(key, "testing")
-        with mock_aws(), FakeImds() as imds, FakeLogs() as logs:
-            imds.set("/latest/meta-data/instance-id", INSTANCE_ID)
-            logs.client.create_log_group(logGroupName=LOG_GROUP)
-            node = job_node_on(tmp_path, imds, logs)
-            try:
-                yield node
-            finally:
-                kill_units(node)
+def start(node: JobNode, job: str, command: str, *extra: str, **kwargs: object) -> tuple[int, dict, str]:
+    """``jobs.runner start`` of ``command`` as job ``job``: one node, two processes, one restart, /fsx/work."""
+    return node.runner(
+        "start",
+        job,
+        "--nodes",
+        "1",
+        "--procs-per-node",
+        "2",
+        "--rdzv-endpoint",
+        "127.0.0.1:29400",
+        "--workdir",
+        "/fsx/work",  # node.env's FSX_MOUNT_POINT puts /fsx in the test folder
+        "--max-restarts",
+        "1",
+        "--command",
+        command,
+        *extra,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def run_hook(node: JobNode) -> subprocess.CompletedProcess[str]:
+    """The real checkpoint-hook.sh on an interruption notice, against the node's jobs and checkpoints."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "TRAINING_PID_DIR": str(node.pid_dir),
+        "CHECKPOINT_DIR": str(node.checkpoints),
+        "CHECKPOINT_STATE_DIR": str(node.path("/run/gpu-platform")),
+        "CHECKPOINT_TIMEOUT": "30",
+        "CHECKPOINT_POLL": "0.05",
+        "NOTICE_KIND": "interruption",
+    }
+    return subprocess.run(
+        ["bash", str(NODE_DIR / "checkpoint-hook.sh")], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def events(node: JobNode, kind: str) -> list[dict]:
+    """The stand-in workers' records of ``kind``."""
+    return [r for r in node.records(node.worker_record) if r["event"] == kind]

@@ -7,35 +7,10 @@ example's own checkpoint code (examples/checkpointing.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-
-from tests.node.helpers import NODE_DIR
-from tests.node.jobs.support import JobNode
-from tests.node.jobs.support import job_node as job_node  # the fixture
-from tests.node.jobs.test_job_runner import start
+from tests.scripts.node.jobs.support import JobNode, events, run_hook, start
 
 JOB = "llama-resume"
 UNIT = f"gpu-job-{JOB}.service"
-
-
-def run_hook(node: JobNode) -> subprocess.CompletedProcess[str]:
-    env = {
-        "PATH": os.environ["PATH"],
-        "TRAINING_PID_DIR": str(node.pid_dir),
-        "CHECKPOINT_DIR": str(node.checkpoints),
-        "CHECKPOINT_STATE_DIR": str(node.path("/run/gpu-platform")),
-        "CHECKPOINT_TIMEOUT": "30",
-        "CHECKPOINT_POLL": "0.05",
-        "NOTICE_KIND": "interruption",
-    }
-    return subprocess.run(
-        ["bash", str(NODE_DIR / "checkpoint-hook.sh")], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-
-
-def events(node: JobNode, kind: str) -> list[dict]:
-    return [r for r in node.records(node.worker_record) if r["event"] == kind]
 
 
 def test_the_hook_checkpoints_a_runner_job_which_then_resumes_from_its_newest_complete_checkpoint(

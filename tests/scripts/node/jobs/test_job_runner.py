@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.jobs.support import INSTANCE_ID, LOG_GROUP, JobNode
-from tests.node.jobs.support import job_node as job_node  # the fixture
-from tests.node.training_job import install_fake_torchrun
+from tests.scripts.node.jobs.support import INSTANCE_ID, LOG_GROUP, JobNode, start
+from tests.scripts.node.training_job import install_fake_torchrun
 
 # isort: split
 import layout
@@ -26,27 +25,6 @@ from jobs import supervisor as supervisor_module
 from jobs.supervisor import JobOutput, Supervisor
 
 UNIT = "gpu-job-{}.service"
-
-
-def start(node: JobNode, job: str, command: str, *extra: str, **kwargs: object) -> tuple[int, dict, str]:
-    return node.runner(
-        "start",
-        job,
-        "--nodes",
-        "1",
-        "--procs-per-node",
-        "2",
-        "--rdzv-endpoint",
-        "127.0.0.1:29400",
-        "--workdir",
-        "/fsx/work",  # node.env's FSX_MOUNT_POINT puts /fsx in the test folder
-        "--max-restarts",
-        "1",
-        "--command",
-        command,
-        *extra,
-        **kwargs,  # type: ignore[arg-type]
-    )
 
 
 def test_start_runs_the_job_under_its_supervisor_and_ships_its_output(job_node: JobNode) -> None:

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the fake docker and nvidia-modprobe fixtures are imported from their module here
 """CUDA's unified memory device files for the served model: made as root before the server starts (the unit's
 ExecStartPre=+, serving.launch prepare), and a failure fails the start with one line. The bootstrap's side (the
 launch abandoned with that line in its log) is in test_service_bootstrap.py."""
@@ -11,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.helpers import UNIT_DIR, read_unit
-from tests.node.serving.test_service import COMMAND, IMAGE, UVM_CALL, docker, modprobe, node_module, write  # noqa: F401
+from tests.scripts.node.helpers import UNIT_DIR, read_unit
+from tests.scripts.node.serving.support import COMMAND, IMAGE, UVM_CALL, node_module, write
 
 # isort: split
 from serving import launch, settings, unit

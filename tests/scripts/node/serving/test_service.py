@@ -14,34 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.helpers import NODE_DIR, UNIT_DIR, LoopbackServer, read_unit, unit_output_file
+from tests.scripts.node.helpers import NODE_DIR, UNIT_DIR, LoopbackServer, read_unit, unit_output_file
+from tests.scripts.node.serving.support import COMMAND, IMAGE, UVM_CALL, node_module, write
 
 # isort: split
 import layout
 from serving import launch, settings, unit, wait
-
-COMMAND = {"port": 8080, "health_check_path": "/health", "command": "python3 /x/serve.py --port 8080", "image": None}
-IMAGE = {
-    "port": 9000,
-    "health_check_path": "/v2/health/ready",
-    "command": None,
-    "image": "nvcr.io/nvidia/tritonserver:24.05-py3",
-}
-
-
-def write(tmp_path: Path, data: object) -> Path:
-    path = tmp_path / "service.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
-def node_module(module: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``python3 -m <module>`` as the node runs it (PYTHONPATH = the node scripts)."""
-    child_env = {**os.environ, **(env or {}), "PYTHONPATH": str(NODE_DIR)}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], capture_output=True, text=True, env=child_env, timeout=60, check=False
-    )
-
 
 # ---------------------------------------------------------------------------------------------
 # service.json
@@ -134,36 +112,6 @@ def test_the_unit_logs_to_the_shipped_service_log_and_restarts_on_failure() -> N
 # ---------------------------------------------------------------------------------------------
 # the launcher
 # ---------------------------------------------------------------------------------------------
-
-FAKE_DOCKER = """#!/usr/bin/env bash
-printf '%s\\n' "$*" >>"$DOCKER_CALLS"
-if [[ "$1" == pull && -n "${DOCKER_PULL_FAILS:-}" ]]; then exit 1; fi
-if [[ "$1" == run ]]; then printf 'PYTHONPATH=%s\\n' "${PYTHONPATH:-unset}" >>"$DOCKER_CALLS"; fi
-"""
-
-
-# nvidia-modprobe as root: records its arguments; exits 1 silently (as the real one does for -u) when told to.
-UVM_CALL = "nvidia-modprobe --unified-memory --create-nvidia-device-file=0"
-FAKE_NVIDIA_MODPROBE = """#!/usr/bin/env bash
-printf 'nvidia-modprobe %s\\n' "$*" >>"$DOCKER_CALLS"
-[[ -z "${NVIDIA_MODPROBE_FAILS:-}" ]] || exit 1
-"""
-
-
-@pytest.fixture
-def docker(tmp_path: Path) -> Path:
-    path = tmp_path / "docker"
-    path.write_text(FAKE_DOCKER)
-    path.chmod(0o755)
-    return path
-
-
-@pytest.fixture
-def modprobe(tmp_path: Path) -> Path:
-    path = tmp_path / "nvidia-modprobe"
-    path.write_text(FAKE_NVIDIA_MODPROBE)
-    path.chmod(0o755)
-    return path
 
 
 def test_an_image_is_pulled_then_run_with_the_gpus_and_its_port(tmp_path: Path, docker: Path, modprobe: Path) -> None:

@@ -1,13 +1,12 @@
 """The served node: bootstrap.sh's service step, end to end. The real bootstrap, the real launcher
 (serving.launch, started as gpu-service.service's ExecStart by the fake systemctl), the real example server
-(examples/serve.py with a tiny model, tests/node/serving/service_standin.py), the real health wait, and the launch
+(examples/serve.py with a tiny model, tests/scripts/node/serving/service_standin.py), the real health wait, and the launch
 hook on the moto-backed endpoint: CONTINUE only once the service answers 200, else ABANDON."""
 
 from __future__ import annotations
 
 import json
 import re
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -15,33 +14,32 @@ from pathlib import Path
 
 import pytest
 
-from tests.node import test_bootstrap
-from tests.node.fake_aws import FakeAws
-from tests.node.helpers import FakeImds
-from tests.node.test_bootstrap import STEPS, Node, Result, assert_abandoned, lifecycle_call, new_node, stop_service
+from tests.scripts.node.fake_aws import FakeAws
+from tests.scripts.node.fake_node import (
+    STEPS,
+    Node,
+    Result,
+    assert_abandoned,
+    lifecycle_call,
+    new_node,
+    stop_service,
+)
+from tests.scripts.node.helpers import FakeImds, free_port
 
 # isort: split
-# Importable once tests.node.helpers has put scripts/node on sys.path.
+# Importable once tests.scripts.node.helpers has put scripts/node on sys.path.
 import layout
-
-shared_aws = test_bootstrap.shared_aws  # one moto group for the module, reset per test
 
 STANDIN = Path(__file__).resolve().parent / "service_standin.py"
 
 
 @pytest.fixture
 def served(tmp_path: Path, shared_aws: FakeAws) -> Iterator[Node]:
-    """A p4d node that passes every step before the service one (tests/node/test_bootstrap.py)."""
+    """A p4d node that passes every step before the service one (tests/scripts/node/fake_node.py; ``shared_aws``: conftest.py)."""
     shared_aws.reset()
     with FakeImds() as imds:
         yield new_node(tmp_path, shared_aws, imds)
     stop_service(tmp_path)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def serve(served: Node, *, command: str | None = None, mode: str = "ready", timeout: int = 20, **extra: object) -> int:
