@@ -55,7 +55,7 @@ node_modules/.installed: package.json package-lock.json
 	node --version | grep -q '^v22\.'
 	touch $@
 
-# The real Slurm the tests start on loopback (tests/slurm): Debian 12's packages (Slurm 22.05; PCS runs 24.11+)
+# The real Slurm the tests start on loopback (tests/flows/slurm): Debian 12's packages (Slurm 22.05; PCS runs 24.11+)
 # and Debian's CPU PyTorch for the sbatch template's training run (gloo). Nothing is started or configured here.
 SLURM_PACKAGES := slurm-wlm slurmdbd munge mariadb-server python3-torch
 SLURM_PROGRAMS := slurmctld slurmd slurmdbd sbatch sacct sreport sacctmgr munged mariadbd mariadb-install-db

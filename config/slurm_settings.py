@@ -1,6 +1,6 @@
 """The Slurm settings of the environment's PCS cluster that are the platform's policy, not PCS's defaults: one
 place that the cluster's ``SlurmCustomSettings`` (gpu_constructs/scheduler/slurm_cluster.py) and the real Slurm
-of the tests (tests/slurm/config.py, its slurm.conf) both read, so what the tests prove is what PCS is given.
+of the tests (tests/flows/slurm/config.py, its slurm.conf) both read, so what the tests prove is what PCS is given.
 
 - Priority: Slurm's multifactor plugin is its default ``PriorityType`` (https://slurm.schedmd.com/
   priority_multifactor.html), which PCS does not take as a custom setting; its weights are all 0 by default, which

@@ -9,7 +9,7 @@ In this process stderr is what ``main`` printed, plus a line for each warning an
 warning or error a real process would have printed. What the jsii runtime forwards from node comes
 on a thread of its own and may land after the call: the real process is therefore run for a mistake
 found while reading the config (tests/config/test_config_errors.py) and for one found while the
-stages are built (tests/pipeline/test_fabric_step.py).
+stages are built (tests/flows/test_fabric_step.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Shared fixtures: the whole app is synthesized once per test run (tests/synth.py)."""
+"""Shared fixtures: the whole app is synthesized once per test run (tests/synth.py), and so are the fleet synth
+(tests/fleet_synth.py) and the pipeline app (tests/pipeline_synth.py) that tests of several folders read."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ sys.dont_write_bytecode = False
 
 from config.loader import CONFIG_DIR  # noqa: E402
 from tests.botocore_models import share_loaded_models  # noqa: E402
+from tests.fleet_synth import synthesize_fleets  # noqa: E402
+from tests.pipeline_synth import PipelineSynth, synthesize_pipeline  # noqa: E402
 from tests.synth import Synth, synthesize_once  # noqa: E402 - after PATH is set
 
 share_loaded_models()
@@ -50,3 +53,15 @@ def synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory)
 def shipped_synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """Every environment of the shipped config/: for the snapshot tests only."""
     return synthesize_once(pytestconfig, tmp_path_factory, "shipped-cdk.out", CONFIG_DIR)
+
+
+@pytest.fixture(scope="session")
+def fleet_synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The test dev config with fleets the shipped configs lack (tests/fleet_synth.py), synthesized once per run."""
+    return synthesize_fleets(pytestconfig, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def pipeline_synth(tmp_path_factory: pytest.TempPathFactory) -> PipelineSynth:
+    """The pipeline app as ``cdk synth -c pipeline=true`` builds it, synthesized once per test session."""
+    return synthesize_pipeline(tmp_path_factory.mktemp("pipeline.out"))

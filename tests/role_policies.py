@@ -13,6 +13,7 @@ from typing import Any
 
 from config.naming import ResourceNames
 from tests.iam_documents import Resolver
+from tests.policy_eval import Request
 from tests.synth import StackTemplate, Synth
 
 #: AWS managed policies the platform's roles attach, as AWS publishes them
@@ -178,4 +179,46 @@ def role(synth: Synth, env: str, stack: str, logical_id_prefix: str) -> RolePoli
     (found,) = [
         r for r in roles(synth, env) if r.stack == f"{env}-{stack}" and r.logical_id.startswith(logical_id_prefix)
     ]
+    return found
+
+
+#: Stands in for each "*" of a resource ARN: a representative name the pattern admits.
+SAMPLE = "sample0"
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _context(statement: dict[str, Any]) -> dict[str, Any]:
+    """A request context that meets the statement's own (positive) conditions."""
+    context: dict[str, Any] = {}
+    for operator, keys in statement.get("Condition", {}).items():
+        base = operator.split(":")[-1].removesuffix("IfExists")
+        if base.startswith(("StringNot", "ArnNot", "Null")):
+            continue
+        for key, values in keys.items():
+            context[key] = str(_list(values)[0]).replace("*", SAMPLE)
+    return context
+
+
+def granted_requests(role: RolePolicies, account: str, region: str) -> list[tuple[Request, str]]:
+    """One request per action and resource each Allow statement of the role's identity policies grants (each "*"
+    of a resource as ``SAMPLE``, the statement's own conditions met), with the statement's Sid."""
+    found = []
+    for document in role.identity:
+        for statement in _list(document["Statement"]):
+            if statement["Effect"] != "Allow":
+                continue
+            for action in _list(statement["Action"]):
+                assert "*" not in action, f"{role.stack}/{role.logical_id}: wildcard action {action}"
+                for resource in _list(statement.get("Resource", "*")):
+                    context = {**role.as_caller, **_context(statement)}
+                    sample = resource if resource == "*" else resource.replace("*", SAMPLE)
+                    if sample.startswith("arn:"):  # the owner of the resource (S3 ARNs name none: this account's)
+                        context.setdefault("aws:ResourceAccount", sample.split(":")[4] or account)
+                    if action.startswith("kms:") and sample.split(":")[4] not in (account, SAMPLE):
+                        # another account's key (an AMI copy's source snapshots): EC2 uses it on the role's behalf
+                        context.setdefault("kms:ViaService", f"ec2.{region}.amazonaws.com")
+                    found.append((Request(action, sample, context=context), statement.get("Sid", "")))
     return found

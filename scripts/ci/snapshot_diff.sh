@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 base="${1:-}"
-snapshots=(tests/snapshot/__snapshots__ tests/pipeline/__snapshots__)
+snapshots=(tests/snapshot/__snapshots__)
 limit=60000   # the job summary takes at most 1 MiB; a long diff is cut here
 
 show_diff() {
@@ -50,13 +50,13 @@ fi
 echo
 echo "### Templates that differ from the committed snapshots"
 .venv/bin/python -m pytest -o addopts="" -q -p no:cacheprovider \
-    tests/snapshot tests/pipeline/test_pipeline_snapshot.py --snapshot-update >/dev/null 2>&1 || true
+    tests/snapshot --snapshot-update >/dev/null 2>&1 || true
 git add --intent-to-add -- "${snapshots[@]}"   # a new stack's snapshot shows in the diff too
 if git diff --quiet -- "${snapshots[@]}"; then
     echo "None: every template matches its snapshot."
 else
     tick='`'
-    echo "If the change is meant, update them with ${tick}.venv/bin/python -m pytest tests/snapshot tests/pipeline --snapshot-update${tick}:"
+    echo "If the change is meant, update them with ${tick}.venv/bin/python -m pytest tests/snapshot --snapshot-update${tick}:"
     echo '```'
     git diff --stat -- "${snapshots[@]}"
     echo '```'

@@ -1,5 +1,5 @@
 """What the config tests share: the test dev config's data, writing an environment file, the one-line errors a load
-or a run of app.py gives."""
+or a run of app.py gives, the shipped pipeline config's data and writing one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 import config
+from config.loader import CONFIG_DIR
+from config.pipeline_schema import PIPELINE_FILE
 from tests.synth import TEST_CONFIG_DIR
 
 Mutation = Callable[[dict[str, Any]], None]
@@ -21,6 +23,15 @@ def valid_dev() -> dict[str, Any]:
     """The data of the test dev config (tests/fixtures/config/dev.yaml), with ``name`` as the first key."""
     data = yaml.safe_load((TEST_CONFIG_DIR / "dev.yaml").read_text(encoding="utf-8"))
     return {"name": data.pop("name"), **data}
+
+
+def first_served() -> int:
+    """Index of the first served fleet of the test dev config; called at a module's top, it skips the module
+    where none serves (a user's own config under the copy run of tests/config/test_shipped_configs.py)."""
+    served = [i for i, fleet in enumerate(valid_dev()["fleets"]) if fleet.get("service") is not None]
+    if not served:
+        pytest.skip("the dev config serves nothing: no service to make a mistake in", allow_module_level=True)
+    return served[0]
 
 
 def dump(data: dict[str, Any]) -> str:
@@ -81,3 +92,20 @@ def inference(**changes: Any) -> dict[str, Any]:
     }
     base.update(changes)
     return base
+
+
+def valid_pipeline() -> dict[str, Any]:
+    """The data of the shipped pipeline config (config/pipeline/pipeline.yaml)."""
+    return yaml.safe_load((CONFIG_DIR / PIPELINE_FILE).read_text(encoding="utf-8"))
+
+
+def write_config(
+    folder: Path, data: dict[str, Any] | str, environments: tuple[str, ...] = ("dev", "staging", "prod")
+) -> Path:
+    """``data`` as the pipeline file of ``folder``, beside an environment file for each of ``environments``."""
+    for name in environments:
+        (folder / f"{name}.yaml").write_text(f"name: {name}\n", encoding="utf-8")
+    path = folder / PIPELINE_FILE
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path

@@ -4,7 +4,8 @@ Every other test reads the test configs (tests/fixtures/config/); the snapshot t
 for the templates it gives. The second test shows the suite survives a user's own config: it
 copies config/, adds one more valid training fleet and one more valid served fleet to dev (built
 from dev's own zones and VPC range, named apart from its fleets), and runs the fleet and config
-tests (those not marked slow) against the copy (GPU_PLATFORM_TEST_CONFIG_DIR points the suite there).
+tests (``FLEET_TESTS`` and tests/config, those not marked slow) against the copy
+(GPU_PLATFORM_TEST_CONFIG_DIR points the suite there).
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ from config import load_environment, load_platform
 from config.loader import CONFIG_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The tests of the fleets of the test dev config (GPU_PLATFORM_TEST_CONFIG_DIR) as the Fleets stack renders
+#: them, and the flows that follow its groups (tests/flows/test_user_data_flow.py renders fleets of its own).
+FLEET_TESTS = (
+    "tests/stacks/test_fleet_stack.py",
+    "tests/stacks/test_fleet_stack_scaling.py",
+    "tests/stacks/test_fleet_stack_ami_rollout.py",
+    "tests/flows/test_launch_flow.py",
+    "tests/flows/test_zero_capacity_flow.py",
+)
 
 #: Fleets a user might add (their zones, VPC range and names come from the config they join).
 EXTRA_TRAINING: dict[str, Any] = {
@@ -102,15 +112,18 @@ def test_fleet_and_config_tests_pass_on_a_copy_of_config_with_more_fleets(tmp_pa
             "no:randomly",
             "-m",
             "not slow",  # the slow ones (real AWS CLI runs, timers) exercise the node scripts, not the config
-            "tests/fleets",
+            *FLEET_TESTS,
             "tests/config",
             "--deselect",
             f"tests/config/{Path(__file__).name}",
-            # These read no config folder (their own fleets; config/qa.yaml's absence): the copy cannot change them.
-            "--deselect",
-            "tests/fleets/test_user_data_flow.py",
+            # These read no environment's config (config/qa.yaml's absence; the pipeline file): the copy cannot
+            # change them.
             "--deselect",
             "tests/config/test_config_errors.py::test_app_exits_2_on_missing_environment",
+            "--deselect",
+            "tests/config/test_pipeline_schema.py",
+            "--deselect",
+            "tests/config/test_pipeline_app.py",
         ],
         cwd=ROOT,
         env=env,

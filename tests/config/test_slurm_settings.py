@@ -1,10 +1,10 @@
-"""The PCS cluster's policy settings (config/slurm_settings.py), which the real Slurm of tests/slurm runs with."""
+"""The PCS cluster's policy settings (config/slurm_settings.py), which the real Slurm of tests/flows/slurm runs with."""
 
 from __future__ import annotations
 
 from config.slurm import Slurm
 from config.slurm_settings import ACCOUNTING_ENFORCE, PCS_CLUSTER_SETTINGS, PRIORITY_SETTINGS, cluster_settings
-from tests.slurm.config import pcs_policy_lines
+from tests.flows.slurm.config import pcs_policy_lines
 
 
 def test_qos_outweighs_fair_share_which_outweighs_age() -> None:

@@ -1,6 +1,6 @@
 """The training example's checkpoint code (examples/checkpointing.py, no torch) and the example's command
 line. The example itself needs torch and GPUs; the contract it relies on is tested here and, with the node's
-real checkpoint hook and job runner, in tests/node/jobs/test_job_checkpoint_flow.py."""
+real checkpoint hook and job runner, in tests/scripts/node/jobs/test_job_checkpoint_flow.py."""
 
 from __future__ import annotations
 

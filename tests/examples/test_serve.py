@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.serving.service_standin import EXAMPLES, TinyModel
+from tests.scripts.node.serving.service_standin import EXAMPLES, TinyModel
 
 # isort: split
-import serve  # on sys.path through tests.node.serving.service_standin
+import serve  # on sys.path through tests.scripts.node.serving.service_standin
 
-STANDIN = Path(__file__).resolve().parents[1] / "node" / "serving" / "service_standin.py"
+STANDIN = Path(__file__).resolve().parents[1] / "scripts" / "node" / "serving" / "service_standin.py"
 
 
 def request(port: int, method: str, path: str, body: object = None) -> tuple[int, dict]:

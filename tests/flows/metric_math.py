@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 # The statistics, the arithmetic and the alarm comparisons as the unit tests' evaluator has them.
-from tests.unit.alarm_evaluator import _ARITHMETIC, _STATS
-from tests.unit.alarm_evaluator import _COMPARE as _ALARM_COMPARISON
+from tests.alarm_evaluator import _ARITHMETIC, _STATS
+from tests.alarm_evaluator import _COMPARE as _ALARM_COMPARISON
 
 #: A time series: period index -> value; an index that is absent has no datapoint.
 TimeSeries = dict[int, float]

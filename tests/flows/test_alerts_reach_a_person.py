@@ -18,51 +18,19 @@ from typing import Any
 
 import pytest
 
+from tests.flows.alert_path import reaches_a_person as _reaches_a_person
 from tests.flows.assembly import AUTOSCALING_ROLE_PUBLISHES, Environment, Ref, autoscaling_role
-from tests.policy_eval import Request, explain, key_policy_may, same_account_may, service_may
+from tests.policy_eval import Request, key_policy_may, service_may
 from tests.synth import Synth
 
 ENVS = ["dev", "staging", "prod"]
 ALARMS = ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")
 ACTIONS = ("AlarmActions", "OKActions", "InsufficientDataActions")
-KMS_CALLS = ("kms:GenerateDataKey", "kms:Decrypt")
 
 
 def _topic_of(env: Environment, stack: str, reference: Any) -> Ref | None:
     ref = env.target(stack, reference)
     return ref if ref is not None and env.resource(ref)["Type"] == "AWS::SNS::Topic" else None
-
-
-def _reaches_a_person(
-    env: Environment,
-    topic: Ref,
-    publish: Request,
-    kms_context: dict[str, Any],
-    *,
-    identity: list[dict[str, Any]] | None = None,
-) -> None:
-    """The topic admits ``publish``, its key admits the publisher's KMS calls, and someone is subscribed."""
-    topic_arn = env.resolver(topic.stack)._arn(topic.logical_id)
-    request = Request("sns:Publish", topic_arn, publish.principal, {"aws:SecureTransport": True, **publish.context})
-    topic_policy = env.policy_of("AWS::SNS::TopicPolicy", "Topics", topic)
-    if identity is None:
-        assert service_may(topic_policy, request), explain([topic_policy], request, resource_policy=True)
-    else:
-        assert same_account_may(topic_policy, identity, request), explain([topic_policy], request, resource_policy=True)
-    key = env.target(topic.stack, env.resource(topic)["Properties"]["KmsMasterKeyId"])
-    assert key is not None, f"{topic} is not encrypted with a key of this environment"
-    key_policy = env.key_policy(key)
-    # SNS calls KMS for the publisher with the topic's ARN as encryption context (SNS developer guide, SSE).
-    context = {"kms:EncryptionContext:aws:sns:topicArn": topic_arn, **kms_context}
-    for action in KMS_CALLS:
-        call = Request(action, "*", publish.principal, context)
-        assert key_policy_may(key_policy, call), explain([key_policy], call, resource_policy=True)
-    emails = [
-        res["Properties"]["Endpoint"]
-        for ref, res in env.resources("AWS::SNS::Subscription")
-        if env.target(ref.stack, res["Properties"]["TopicArn"]) == topic and res["Properties"]["Protocol"] == "email"
-    ]
-    assert emails and sorted(emails) == sorted(env.config.notifications.emails), (topic, emails)
 
 
 def _key_of(environment: Environment, topic: Ref) -> Any:

@@ -2,7 +2,7 @@
 Learning AMI with PyTorch for the node OS, jobs and the served model find torch there, and status and
 preflight say that no golden AMI exists yet and how to build one.
 
-The node side runs for real in tests/node/jobs/test_job_runner.py (a job on a node with only the bootstrap
+The node side runs for real in tests/scripts/node/jobs/test_job_runner.py (a job on a node with only the bootstrap
 AMI's /opt/pytorch); status and preflight against moto in tests/ops. This test holds the paragraph to the
 code: every fact it names is the one the code uses.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from config.image import BOOTSTRAP_AMI_PARAMETER, Image
 from config.loader import load_environment
 from config.naming import ResourceNames
-from tests.node import helpers  # noqa: F401 - puts scripts/node on sys.path
+from tests.scripts.node import helpers  # noqa: F401 - puts scripts/node on sys.path
 from tests.synth import Synth
 
 # isort: split
@@ -41,7 +41,7 @@ def test_an_environment_that_names_no_bootstrap_ami_starts_on_that_ami() -> None
 
 def test_on_a_fresh_stack_the_seed_is_what_creates_the_parameter(synth: Synth) -> None:
     """Nothing in the Image stack declares the parameter but the seed, whose PutParameter puts the configured
-    bootstrap AMI (tests/unit/test_ami_parameter_seed.py runs that call against moto)."""
+    bootstrap AMI (tests/flows/test_ami_parameter_seed.py runs that call against moto)."""
     for env, cfg in synth.environments.items():
         stack = synth.stack(env, "Image")
         assert stack.resources("AWS::SSM::Parameter") == {}

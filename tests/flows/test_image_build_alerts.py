@@ -21,8 +21,8 @@ import pytest
 from moto.events.models import EventPattern
 
 from config.naming import ResourceNames
+from tests.flows.alert_path import reaches_a_person as _reaches_a_person
 from tests.flows.assembly import Environment, Ref
-from tests.flows.test_alerts_reach_a_person import _reaches_a_person
 from tests.policy_eval import Request
 from tests.synth import Synth
 

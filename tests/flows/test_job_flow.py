@@ -8,7 +8,7 @@ the document up by the command's DocumentName (created in moto from the JobDocum
 document's own shell step with bash, each parameter as ``SSM_<Name>`` (``interpolationType: ENV_VAR``) and
 the install prefix mapped to the repo's scripts/node. From there everything is real except systemd and
 torchrun: ``jobs.runner start`` -> the stand-in systemd-run -> the supervisor -> the stand-in torchrun -> the
-stand-in workers (tests/node/training_job.py). The runner's JSON line becomes the node's invocation output,
+stand-in workers (tests/scripts/node/training_job.py). The runner's JSON line becomes the node's invocation output,
 which ``job status`` / ``job cancel`` read; the supervisor ships the job's output through a loopback endpoint
 into moto's stream ``<job>/<instance-id>``, which ``job logs`` reads. The second test sends the checkpoint
 signal with the real checkpoint-hook.sh and relaunches the job with ``job run --resume``.
@@ -38,13 +38,21 @@ from config.loader import load_environment
 from config.naming import ResourceNames
 from gpu_constructs.fleet.job_document import JobDocument
 from gpu_constructs.fleet.render.user_data import INSTALL_PREFIX
-from tests.constructs.conftest import bare_stack, only, template
-from tests.node.helpers import NODE_DIR, FakeImds
-from tests.node.jobs.support import LOG_GROUP, REGION, FakeLogs, JobNode, job_node_on, kill_units
-from tests.node.jobs.test_job_checkpoint_flow import events, run_hook
-from tests.node.training_job import write_worker
+from tests.gpu_constructs.conftest import bare_stack, only, template
 from tests.ops.helpers import run_cli
 from tests.ops.job.fakes import Fleet, deploy
+from tests.scripts.node.helpers import NODE_DIR, FakeImds
+from tests.scripts.node.jobs.support import (
+    LOG_GROUP,
+    REGION,
+    FakeLogs,
+    JobNode,
+    events,
+    job_node_on,
+    kill_units,
+    run_hook,
+)
+from tests.scripts.node.training_job import write_worker
 from tests.synth import TEST_CONFIG_DIR
 
 pytestmark = pytest.mark.slow  # two nodes' worth of real runner, supervisor and log shipping: about 6 s each

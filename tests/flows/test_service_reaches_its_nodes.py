@@ -17,8 +17,8 @@ from aws_cdk import aws_iam as iam
 
 from config.naming import ResourceNames
 from gpu_constructs.fleet.service_load_balancer import access_log_writer
-from tests.constructs.fleet.test_service_load_balancer import evaluate
 from tests.flows.assembly import Environment, Ref
+from tests.intrinsics import evaluate
 from tests.policy_eval import Request, explain, service_may
 from tests.synth import Synth
 

@@ -1,5 +1,5 @@
 # The operating system of the golden image: scripts/node/layout.py NODE_OS, where it is decided (the tests in
-# tests/image keep these values equal to it). Ubuntu's codename names the apt suites (AWS's Lustre client
+# tests/scripts/image keep these values equal to it). Ubuntu's codename names the apt suites (AWS's Lustre client
 # repository), the version without its dot names NVIDIA's CUDA repository (ubuntu2404).
 # require_node_os: fails unless /etc/os-release says this OS and the machine is x86_64. Paths are under
 # GPU_PLATFORM_ROOT, which only the tests set (a fake root). The caller defines fail().

@@ -1,1 +1,1 @@
-"""Tests of gpu-platform job (ops/job/) and its fabric-test (ops/fabric/)."""
+"""Tests of gpu-platform job (ops/job/)."""

@@ -1,4 +1,5 @@
-"""What the job command tests share: a deployed training fleet in moto, and nodes that answer the job document.
+"""What the job command tests share: a deployed training fleet in moto, and nodes that answer the job document
+(the fixtures that put them in place, ``aws`` and ``nodes``: conftest.py).
 
 moto records SendCommand and ListCommands as AWS does, but runs nothing on an instance: every invocation
 succeeds with empty output. ``FakeNodes`` plays the node side of the job document instead, following the
@@ -15,11 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
-import pytest
 from moto.ec2.models import ec2_backends
-from moto.ssm.models import SimpleSystemManagerBackend
-
-from tests.ops.helpers import moto_session
 
 ACCOUNT = "222222222222"  # tests/fixtures/config/staging.yaml
 REGION = "us-east-1"
@@ -71,47 +68,6 @@ class FakeNodes:
         elif action == "stop" and (instance_id, job) in self.units:
             self.set_state(instance_id, job, "inactive", "success", 143)
         return "Success", 0, json.dumps(self.report(job, instance_id)) + "\n", ""
-
-
-@pytest.fixture
-def nodes(monkeypatch: pytest.MonkeyPatch) -> FakeNodes:
-    fake = FakeNodes()
-    send = SimpleSystemManagerBackend.send_command
-    get = SimpleSystemManagerBackend.get_command_invocation
-
-    def send_command(backend: SimpleSystemManagerBackend, **kwargs: Any) -> Any:
-        requested = list(kwargs["instance_ids"])
-        command = send(backend, **kwargs)
-        # moto adds every instance of the region to a command sent without Targets; AWS runs it on the ids given.
-        command.instance_ids = requested
-        command.invocations = [i for i in command.invocations if i["InstanceId"] in requested]
-        command.target_count = command.completed_count = len(requested)
-        for invocation in command.invocations:
-            status, code, out, err = fake.run(invocation["InstanceId"], command.parameters)
-            invocation.update(
-                Status=status, StatusDetails=status, ResponseCode=code, StandardOutputContent=out,
-                StandardErrorContent=err,
-            )  # fmt: skip
-        return command
-
-    def get_command_invocation(backend: SimpleSystemManagerBackend, command_id: str, instance_id: str, *rest: Any):
-        answer = get(backend, command_id, instance_id, *rest)
-        key = (command_id, instance_id)
-        fake.polled[key] = fake.polled.get(key, 0) + 1
-        if fake.polled[key] <= fake.polls_in_progress:
-            return {**answer, "Status": "InProgress", "ResponseCode": -1, "StandardOutputContent": ""}
-        return answer
-
-    monkeypatch.setattr(SimpleSystemManagerBackend, "send_command", send_command)
-    monkeypatch.setattr(SimpleSystemManagerBackend, "get_command_invocation", get_command_invocation)
-    monkeypatch.setattr("ops.job.remote.time.sleep", lambda _s: None)
-    return fake
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch):
-    with moto_session(monkeypatch, account=ACCOUNT, region=REGION) as session:
-        yield session
 
 
 @dataclass

@@ -13,10 +13,8 @@ from ops import args
 from ops.args import ArgumentError
 from ops.cli import NO_CREDENTIALS
 from tests.ops.helpers import run_cli
-from tests.ops.job.fakes import ENV, FakeNodes, aws, deploy, nodes
+from tests.ops.job.fakes import ENV, FakeNodes, deploy
 from tests.synth import TEST_CONFIG_DIR
-
-__all__ = ["aws", "nodes"]  # fixtures
 
 
 @pytest.fixture

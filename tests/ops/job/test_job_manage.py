@@ -14,10 +14,8 @@ from ops.job.context import open_context
 from ops.job.history import launches
 from ops.job.remote import comment_for, send
 from tests.ops.helpers import run_cli
-from tests.ops.job.fakes import ENV, STARTED_AT, FakeNodes, aws, deploy, nodes
+from tests.ops.job.fakes import ENV, STARTED_AT, FakeNodes, deploy
 from tests.synth import TEST_CONFIG_DIR
-
-__all__ = ["aws", "nodes"]  # fixtures
 
 JOBS_GROUP = "/gpu-platform/staging/jobs"
 

@@ -11,10 +11,8 @@ from typing import Any
 import pytest
 
 from tests.ops.helpers import config_dir, run_cli
-from tests.ops.job.fakes import DOCUMENT, ENV, GROUP, PLACEMENT_GROUP, FakeNodes, aws, deploy, nodes
+from tests.ops.job.fakes import DOCUMENT, ENV, GROUP, PLACEMENT_GROUP, FakeNodes, deploy
 from tests.synth import TEST_CONFIG_DIR
-
-__all__ = ["aws", "nodes"]  # fixtures
 
 ARGV = ["python3", "train.py", "--lr", "0.1", "--note", "it's a test; rm -rf /"]
 

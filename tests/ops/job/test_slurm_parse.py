@@ -1,5 +1,5 @@
-"""ops/job/slurm_parse.py on what the real Slurm of tests/slurm printed (tests/ops/job/fixtures/slurm/, recorded
-and kept current by tests/slurm/test_job_commands.py), and on the AllocTRES of a GPU node."""
+"""ops/job/slurm_parse.py on what the real Slurm of tests/flows/slurm printed (tests/ops/job/fixtures/slurm/, recorded
+and kept current by tests/flows/slurm/test_job_commands.py), and on the AllocTRES of a GPU node."""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ from ops.findings import Level
 from ops.preflight.aws import Aws
 from ops.preflight.capacity import check_efa, check_offerings
 from tests.ops.preflight.preflight_fixtures import (
-    aws_fixture,  # noqa: F401 - the aws fixture
     environment,
     fleet_changed,
 )

@@ -8,70 +8,23 @@ from typing import Any
 
 import boto3
 import pytest
-import yaml
 from botocore.stub import Stubber
 
 from config.preflight import CHECK_NAMES
 from ops.preflight.aws import NO_CREDENTIALS, Aws
 from ops.preflight.command import preflight_command
-from ops.preflight.identity import BOOTSTRAP_VERSION_PARAMETER
 from tests.ops.preflight.preflight_fixtures import (
-    FIXTURES,
-    MOTO_ACCOUNT,
-    aws_fixture,  # noqa: F401 - the aws fixture
+    bootstrapped as _bootstrapped,
 )
-
-PUBLIC = "/aws/service/ami-amazon-linux-latest/amzn2-ami-hvm-x86_64-gp2"
-TOOLKIT = '{"Resources": {"Bucket": {"Type": "AWS::S3::Bucket"}}}'
-
-
-def _config(tmp_path: Path, **changes: Any) -> Path:
-    """tests/fixtures/config/dev.yaml in moto's account with moto's public AMI parameter, plus ``changes``."""
-    data = yaml.safe_load((FIXTURES / "dev.yaml").read_text())
-    data["account"] = MOTO_ACCOUNT
-    data["image"]["bootstrap_ami_parameter"] = data["image"]["parent_image_parameter"] = PUBLIC
-    data.update(changes)
-    folder = tmp_path / "config"
-    folder.mkdir()
-    (folder / "dev.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    return folder
-
-
-def _assembly(tmp_path: Path) -> Path:
-    folder = tmp_path / "assembly-dev"
-    folder.mkdir()
-    stack = {"type": "aws:cloudformation:stack", "properties": {"requiresBootstrapStackVersion": 6}}
-    (folder / "manifest.json").write_text(json.dumps({"artifacts": {"devNetwork": stack}}))
-    return folder
-
-
-def _bootstrapped(aws: Aws) -> None:
-    aws.client("cloudformation").create_stack(StackName="CDKToolkit", TemplateBody=TOOLKIT)
-    aws.client("ssm").put_parameter(Name=BOOTSTRAP_VERSION_PARAMETER, Value="21", Type="String")
-
-
-def _quotas(aws: Aws, spot_g: float = 64) -> Stubber:
-    """dev's Service Quotas calls in order: G Spot vCPUs (its fleet is all Spot), FSx, NAT per zone, EIPs."""
-    stub = Stubber(aws.client("service-quotas"))
-
-    def quota(service: str, code: str, value: float) -> None:
-        answer = {"Quota": {"ServiceCode": service, "QuotaCode": code, "QuotaName": code, "Value": value}}
-        stub.add_response("get_service_quota", answer, {"ServiceCode": service, "QuotaCode": code})
-
-    quota("ec2", "L-3819A6DF", spot_g)
-    scratch = {
-        "ServiceCode": "fsx",
-        "QuotaCode": "L-0000000A",
-        "QuotaName": "Lustre Scratch SSD storage capacity (GiB)",
-    }
-    stub.add_response("list_service_quotas", {"Quotas": []}, {"ServiceCode": "fsx"})
-    stub.add_response(
-        "list_aws_default_service_quotas", {"Quotas": [{**scratch, "Value": 100800}]}, {"ServiceCode": "fsx"}
-    )
-    quota("vpc", "L-FE5A380F", 5)
-    quota("ec2", "L-0263D0A3", 5)
-    stub.activate()
-    return stub
+from tests.ops.preflight.preflight_fixtures import (
+    dev_assembly as _assembly,
+)
+from tests.ops.preflight.preflight_fixtures import (
+    dev_quotas as _quotas,
+)
+from tests.ops.preflight.preflight_fixtures import (
+    moto_dev_config as _config,
+)
 
 
 def _json(capsys: pytest.CaptureFixture[str]) -> list[dict[str, str]]:

@@ -11,7 +11,6 @@ from ops.findings import Level
 from ops.preflight.aws import Aws
 from ops.preflight.identity import BOOTSTRAP_VERSION_PARAMETER, check_account, check_bootstrap, check_region
 from tests.ops.preflight.preflight_fixtures import (
-    aws_fixture,  # noqa: F401 - the aws fixture
     environment,
 )
 

@@ -19,7 +19,6 @@ from ops.preflight.pcs import check_pcs, needs
 from tests.ops.preflight.preflight_fixtures import (
     FIXTURES,
     MOTO_ACCOUNT,
-    aws_fixture,  # noqa: F401 - the aws fixture
     environment,
 )
 

@@ -6,7 +6,6 @@ from ops.findings import Level
 from ops.preflight.aws import Aws
 from ops.preflight.quotas import check_vcpu_quotas, fleet_needs, market_counts
 from tests.ops.preflight.preflight_fixtures import (
-    aws_fixture,  # noqa: F401 - the aws fixture
     environment,
     fleet_changed,
     stub_quotas,

@@ -13,7 +13,6 @@ from ops.findings import Level
 from ops.preflight.aws import Aws
 from ops.preflight.reservations import check_blocks, check_reservations
 from tests.ops.preflight.preflight_fixtures import (
-    aws_fixture,  # noqa: F401 - the aws fixture
     environment,
     fleet_changed,
 )

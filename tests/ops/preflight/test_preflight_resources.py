@@ -13,7 +13,6 @@ from ops.findings import Level
 from ops.preflight.aws import Aws
 from ops.preflight.resources import check_ami_parameters, check_fsx_quota, check_nat_eip_quotas
 from tests.ops.preflight.preflight_fixtures import (
-    aws_fixture,  # noqa: F401 - the aws fixture
     environment,
     stub_quotas,
 )

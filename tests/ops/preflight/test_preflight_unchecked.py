@@ -14,8 +14,18 @@ from botocore.stub import Stubber
 from config.preflight import CHECK_NAMES
 from ops.preflight.aws import Aws
 from ops.preflight.command import preflight_command
-from tests.ops.preflight.preflight_fixtures import aws_fixture  # noqa: F401 - the aws fixture
-from tests.ops.preflight.test_preflight_command import _assembly, _bootstrapped, _config, _quotas
+from tests.ops.preflight.preflight_fixtures import (
+    bootstrapped as _bootstrapped,
+)
+from tests.ops.preflight.preflight_fixtures import (
+    dev_assembly as _assembly,
+)
+from tests.ops.preflight.preflight_fixtures import (
+    dev_quotas as _quotas,
+)
+from tests.ops.preflight.preflight_fixtures import (
+    moto_dev_config as _config,
+)
 
 
 def _fail_calls(aws: Aws, error: Exception, *, except_service: str | None = None) -> None:

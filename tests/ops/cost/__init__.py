@@ -1,0 +1,1 @@
+"""Tests of gpu-platform cost (ops/cost/)."""

@@ -1,0 +1,1 @@
+"""Tests of gpu-platform job fabric-test (ops/fabric/)."""

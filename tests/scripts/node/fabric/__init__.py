@@ -1,0 +1,1 @@
+"""Tests of the fabric benchmark (scripts/node/fabric/)."""

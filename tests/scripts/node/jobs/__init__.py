@@ -1,0 +1,1 @@
+"""Tests of the node's job runner (scripts/node/jobs/)."""
