@@ -268,18 +268,12 @@ def _version_problem(key: str, version: Any) -> str | None:
 
 
 def slurm_version_problems(image: Image, slurm_version: str | None) -> list[str]:
-    """``@image.versions...`` problems of the AWS PCS pins (``SLURM_VERSION_PARAMETERS``) of a building environment:
-    required where it has a ``slurm:`` section (``slurm_version``, its cluster's Slurm), refused where it has none,
-    and ``PcsSlurmVersion`` must be a build of the cluster's Slurm (PCS nodes run the controller's Slurm version)."""
-    if not image.build:
+    """``@image.versions...`` problems of the AWS PCS pins (``SLURM_VERSION_PARAMETERS``) of a building environment
+    with a ``slurm:`` section (``slurm_version``, its cluster's Slurm): required, and ``PcsSlurmVersion`` a build of
+    the cluster's Slurm (PCS nodes run the controller's). Without one, the environments it builds for decide
+    (config/sharing.py)."""
+    if not image.build or slurm_version is None:
         return []  # a receiving environment sets no versions (BUILD_FIELDS)
-    if slurm_version is None:
-        return [
-            f"@image.versions.{key}: set, but this environment has no slurm section, so its image carries no AWS PCS "
-            "software; fix: remove it, or add the slurm section"
-            for key in SLURM_VERSION_PARAMETERS
-            if key in image.versions
-        ]
     missing = [key for key in SLURM_VERSION_PARAMETERS if key not in image.versions]
     if missing:
         examples = {**SLURM_VERSION_EXAMPLES, "PcsSlurmVersion": f"{slurm_version}.N-R"}

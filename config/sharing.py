@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from config.image import SLURM_VERSION_PARAMETERS
 from config.naming import ResourceNames
 from config.schema import Environment
 
@@ -143,26 +144,45 @@ def sharing_problems(environments: Mapping[str, Environment], shown: Mapping[str
 def _slurm_image_problems(
     environments: Mapping[str, Environment], shown: Mapping[str, str], received_from: Mapping[str, list[str]]
 ) -> list[str]:
-    """A receiving environment with a PCS cluster launches its builder's AMI: that AMI carries PCS's agent and Slurm
-    only where the builder has a ``slurm:`` section, and every node runs the cluster's Slurm version."""
+    """A building environment's image carries AWS PCS's agent and one Slurm build (its ``PcsSlurmVersion`` pins,
+    config/image.py) exactly where it or an environment it builds for has a ``slurm:`` section, of that Slurm version:
+    every node runs its cluster's version. The builder needs no PCS cluster of its own."""
     problems = []
-    for name, sources in sorted(received_from.items()):
-        slurm = environments[name].slurm
-        if slurm is None or len(sources) != 1:
-            continue
-        builder = environments[sources[0]]
-        if builder.slurm is None:
+    for name in sorted(n for n, e in environments.items() if e.image.build):
+        builder = environments[name]
+        users = [n for n in [name, *sorted(r for r, b in received_from.items() if name in b)] if environments[n].slurm]
+        versions = {n: environments[n].slurm.slurm_version for n in users}  # type: ignore[union-attr]
+        pin = builder.image.versions.get("PcsSlurmVersion")
+        if not users:
+            problems += [
+                f"{shown[name]}: image.versions.{key}: set, but neither {name!r} nor an environment it builds for has a "
+                "slurm section, so its image carries no AWS PCS software; fix: remove it, or add the slurm section"
+                for key in SLURM_VERSION_PARAMETERS
+                if key in builder.image.versions
+            ]
+        elif len(set(versions.values())) > 1:
+            runs = ", ".join(f"{n} {v}" for n, v in versions.items())
             problems.append(
-                f"{shown[name]}: slurm: its nodes launch {builder.name!r}'s AMI, which has no AWS PCS agent or Slurm "
-                f"({shown[builder.name]} has no slurm section); fix: give {shown[builder.name]} a slurm section of "
-                f"Slurm {slurm.slurm_version} with image.versions PcsAgentVersion and PcsSlurmVersion"
+                f"{shown[name]}: image: one image carries one Slurm build, and the environments it is for run Slurm "
+                f"{runs}; fix: give them the same slurm.slurm_version"
             )
-        elif builder.slurm.slurm_version != slurm.slurm_version:
-            problems.append(
-                f"{shown[name]}: slurm.slurm_version: {slurm.slurm_version!r}, but the AMI it launches carries "
-                f"Slurm {builder.slurm.slurm_version} ({shown[builder.name]}) and every node runs the cluster's "
-                f"version; fix: use the same slurm_version in both files"
-            )
+        elif builder.slurm is None:
+            (version,) = set(versions.values())
+            missing = [key for key in SLURM_VERSION_PARAMETERS if key not in builder.image.versions]
+            if missing:
+                problems.append(
+                    f"{shown[name]}: image.versions: {', '.join(missing)} missing, and {' and '.join(users)} "
+                    f"{'runs' if len(users) == 1 else 'run'} Slurm {version} on the image it builds; fix: pin AWS PCS's agent and a release of "
+                    f"aws-pcs-slurm-{version}-installer (e.g. PcsAgentVersion: '1.3.1-1', PcsSlurmVersion: "
+                    f"'{version}.N-R')"
+                )
+            elif pin is not None and pin.rsplit(".", 1)[0] != version:
+                problems.append(
+                    f"{shown[name]}: image.versions.PcsSlurmVersion: {pin!r} is AWS PCS's Slurm "
+                    f"{pin.rsplit('.', 1)[0]} installer, but {' and '.join(users)} {'runs' if len(users) == 1 else 'run'} "
+                    f"Slurm {version}; fix: pin a "
+                    f"release of aws-pcs-slurm-{version}-installer"
+                )
     return problems
 
 

@@ -63,10 +63,16 @@ def ami_key(scope: Construct, env: Environment, sharing: ImageSharing) -> ImageK
 
 
 def components(scope: Construct, env: Environment) -> dict[str, ImageComponent]:
-    """Component key -> its component, in recipe order: those of every image, and where the environment has a
-    ``slurm:`` section, AWS PCS's agent and Slurm (``COMPONENTS.SLURM_COMPONENTS``) for its compute node groups."""
+    """Component key -> its component, in recipe order: those of every image, and where the image is for a Slurm
+    environment (its PCS pins, config/sharing.py), AWS PCS's agent and Slurm (``COMPONENTS.SLURM_COMPONENTS``)."""
     prefix = ResourceNames.of(env).prefix
-    return {key: _component(scope, key, prefix=prefix) for key in COMPONENTS.recipe_order(slurm=env.slurm is not None)}
+    return {key: _component(scope, key, prefix=prefix) for key in COMPONENTS.recipe_order(slurm=carries_pcs(env))}
+
+
+def carries_pcs(env: Environment) -> bool:
+    """Whether ``env``'s image carries AWS PCS's software: its builder pins it where it or an environment it builds
+    for has a ``slurm:`` section, and only there (config/image.py, config/sharing.py)."""
+    return "PcsSlurmVersion" in env.image.versions
 
 
 def _component(scope: Construct, key: str, *, prefix: str) -> ImageComponent:
@@ -99,7 +105,7 @@ def image_recipe(
         # AWS's PCS installers are published in each region's bucket; the build downloads them in its own.
         "PcsRegion": env.region,
     }
-    pcs = ", AWS PCS agent and Slurm" if env.slurm is not None else ""
+    pcs = ", AWS PCS agent and Slurm" if carries_pcs(env) else ""
     return ImageRecipe(
         scope,
         "Recipe",

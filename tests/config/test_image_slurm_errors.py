@@ -65,13 +65,6 @@ CASES = [
     ),
     pytest.param(
         "dev",
-        dev(PcsAgentVersion="1.3.1-1"),
-        "dev.yaml: image.versions.PcsAgentVersion: set, but this environment has no slurm section, so its image "
-        "carries no AWS PCS software; fix: remove it, or add the slurm section",
-        id="pcs-pin-without-slurm",
-    ),
-    pytest.param(
-        "dev",
         dev(PcsRegion="us-east-1"),
         "dev.yaml: image.versions.PcsRegion: not a version; fix: remove it, PcsRegion is set by the image stack "
         "(the building environment's region: AWS's PCS installers are downloaded there)",

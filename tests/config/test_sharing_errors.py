@@ -226,22 +226,45 @@ def test_a_slurm_environment_gets_an_ami_of_its_clusters_slurm(tmp_path: Path) -
     configs["hpc2"]["slurm"]["slurm_version"] = "25.05"
     write_all(folder, configs)
     assert platform_error(folder) == [
-        f"{folder / 'hpc2.yaml'}: slurm.slurm_version: '25.05', but the AMI it launches carries Slurm 26.05 "
-        f"({folder / 'hpc.yaml'}) and every node runs the cluster's version; fix: use the same slurm_version in both "
-        "files"
+        f"{folder / 'hpc.yaml'}: image: one image carries one Slurm build, and the environments it is for run Slurm "
+        "hpc 26.05, hpc2 25.05; fix: give them the same slurm.slurm_version"
     ]
 
 
-def test_a_slurm_environment_refuses_a_builder_without_pcs_software(tmp_path: Path) -> None:
-    folder, configs = _hpc_pair(tmp_path)
-    builder = configs["hpc"]
+def _without_slurm(builder: dict[str, Any]) -> None:
     builder["fleets"] = [f for f in builder["fleets"] if f.get("scheduler") != "slurm"]
     del builder["slurm"]
-    for pin in ("PcsAgentVersion", "PcsSlurmVersion"):
-        del builder["image"]["versions"][pin]
+
+
+def test_a_builder_without_a_cluster_of_its_own_builds_pcs_software_for_its_slurm_receivers(tmp_path: Path) -> None:
+    folder, configs = _hpc_pair(tmp_path)
+    _without_slurm(configs["hpc"])
+    write_all(folder, configs)
+    assert config.load_platform(config_dir=folder).environments["hpc"].image.versions["PcsSlurmVersion"]  # valid
+    pins = configs["hpc"]["image"]["versions"]
+    pins["PcsSlurmVersion"] = "25.05.5-1"
     write_all(folder, configs)
     assert platform_error(folder) == [
-        f"{folder / 'hpc2.yaml'}: slurm: its nodes launch 'hpc''s AMI, which has no AWS PCS agent or Slurm "
-        f"({folder / 'hpc.yaml'} has no slurm section); fix: give {folder / 'hpc.yaml'} a slurm section of Slurm "
-        "26.05 with image.versions PcsAgentVersion and PcsSlurmVersion"
+        f"{folder / 'hpc.yaml'}: image.versions.PcsSlurmVersion: '25.05.5-1' is AWS PCS's Slurm 25.05 installer, but "
+        "hpc2 runs Slurm 26.05; fix: pin a release of aws-pcs-slurm-26.05-installer"
+    ]
+    for pin in ("PcsAgentVersion", "PcsSlurmVersion"):
+        del pins[pin]
+    write_all(folder, configs)
+    assert platform_error(folder) == [
+        f"{folder / 'hpc.yaml'}: image.versions: PcsAgentVersion, PcsSlurmVersion missing, and hpc2 runs Slurm 26.05 "
+        "on the image it builds; fix: pin AWS PCS's agent and a release of aws-pcs-slurm-26.05-installer (e.g. "
+        "PcsAgentVersion: '1.3.1-1', PcsSlurmVersion: '26.05.N-R')"
+    ]
+
+
+def test_pcs_pins_where_no_environment_runs_slurm_are_refused(tmp_path: Path) -> None:
+    configs = shipped()
+    builder = next(n for n, c in configs.items() if c["image"].get("build"))
+    configs[builder]["image"].setdefault("versions", {}).update(PcsAgentVersion="1.3.1-1")
+    write_all(tmp_path, configs)
+    assert platform_error(tmp_path) == [
+        f"{tmp_path / f'{builder}.yaml'}: image.versions.PcsAgentVersion: set, but neither {builder!r} nor an "
+        "environment it builds for has a slurm section, so its image carries no AWS PCS software; fix: remove it, "
+        "or add the slurm section"
     ]

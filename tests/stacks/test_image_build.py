@@ -9,8 +9,11 @@ dev (tests/fixtures/config), which has no Slurm.
 
 from __future__ import annotations
 
+import copy
 from functools import cache
 from typing import Any
+
+import yaml
 
 from config import Environment, load_platform
 from config.catalog import get_instance_type
@@ -81,3 +84,21 @@ def test_an_environment_without_slurm_has_the_image_it_had() -> None:
     assert description == f"GPU platform {env.name}: NVIDIA driver, CUDA, EFA/NCCL, PyTorch, node services"
     assert not any(p["Name"].startswith("Pcs") for s in steps for p in s.get("Parameters", []))
     assert not any(k.startswith("Pcs") for k in env.image.versions)
+
+
+def test_a_builder_without_slurm_builds_the_pcs_component_for_the_slurm_environment_it_builds_for(tmp_path) -> None:
+    """The builder needs no PCS cluster of its own: its pins (config/sharing.py) put the component in its recipe."""
+    hpc = yaml.safe_load((ROOT / "tests/fixtures/config/slurm/hpc.yaml").read_text(encoding="utf-8"))
+    receiver = copy.deepcopy(hpc)
+    receiver.update(name="hpc2", account="555555555555", image={"build": False})
+    receiver["tags"] = {**receiver["tags"], "Environment": "hpc2"}
+    receiver["network"] = {**receiver["network"], "vpc_cidr": "10.41.0.0/16"}
+    hpc["fleets"] = [f for f in hpc["fleets"] if f.get("scheduler") != "slurm"]
+    del hpc["slurm"]
+    hpc["image"]["share_with"] = ["hpc2"]
+    for env in (hpc, receiver):
+        (tmp_path / f"{env['name']}.yaml").write_text(yaml.safe_dump(env, sort_keys=False), encoding="utf-8")
+    env, resources = _image(str(tmp_path), "hpc")
+    order, _, description = _recipe(resources)
+    assert env.slurm is None
+    assert f"{ResourceNames.of(env).prefix}-pcs-slurm" in order and description.endswith("AWS PCS agent and Slurm")
