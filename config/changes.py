@@ -207,7 +207,9 @@ def _node_groups(before: Environment, after: Environment) -> Iterator[Change]:
         old = previous.get(fleet.name)
         if old is None or fleet.scheduler is not Scheduler.SLURM:
             continue
-        gone = sorted({p.key for p in node_group_plans(old)} - {p.key for p in node_group_plans(fleet)})
+        # A group of max 0 (a fleet held at 0) holds no node: changing it stops nothing.
+        had = {p.key for p in node_group_plans(old) if p.max > 0}
+        gone = sorted(had - {p.key for p in node_group_plans(fleet)})
         if gone:
             yield Change(
                 f"fleets[{i}].capacity",
@@ -236,10 +238,11 @@ def _cluster(before: Slurm, after: Slurm) -> Iterator[Change]:
     if before.slurm_version != after.slurm_version:
         yield Change(
             "slurm.slurm_version",
-            f"{before.slurm_version} -> {after.slurm_version}: every node must run the controller's Slurm and the "
-            "golden AMI carries one version, so running nodes stop working (PCS's rolling update needs AMIs with both)",
-            "build the AMI of the new version first (image.versions PcsSlurmVersion), drain the queues and deploy "
-            "when no job runs; the nodes come back on the new AMI",
+            f"{before.slurm_version} -> {after.slurm_version}: PCS updates the controller, but every node must run its "
+            "Slurm and the golden AMI carries one version (PCS's rolling update needs AMIs with both), so running "
+            "nodes and their jobs stop",
+            "change slurm_version and the building environment's PcsSlurmVersion in one commit, drain the queues, "
+            "deploy the builder and wait for its new AMI, then deploy this environment when no job runs",
         )
     if before.login.instance_type != after.login.instance_type:
         yield Change(

@@ -51,11 +51,12 @@ DEFAULT_VERSIONS: dict[str, str] = {
 #: Every version parameter the components of every image take, in the order of DEFAULT_VERSIONS.
 VERSION_PARAMETERS: tuple[str, ...] = tuple(DEFAULT_VERSIONS)
 
-#: The versions only the image of an environment with a ``slurm:`` section carries (config/image_components.py
-#: SLURM_COMPONENTS): AWS PCS's agent and PCS's Slurm build, written as AWS names its installers
-#: (aws-pcs-agent-v1.3.1-1.tar.gz; aws-pcs-slurm-25.05-installer-25.05.5-1.tar.gz, whose 25.05 is the cluster's
-#: slurm.slurm_version). No defaults: AWS publishes installer releases per Slurm version, so such an environment pins
-#: both in ``versions`` (``slurm_version_problems``); these values only serve as examples in its messages.
+#: The versions only the image for a Slurm environment carries (config/image_components.py SLURM_COMPONENTS):
+#: AWS PCS's agent and PCS's Slurm build, written as AWS names its installers (aws-pcs-agent-v1.3.1-1.tar.gz;
+#: aws-pcs-slurm-25.05-installer-25.05.5-1.tar.gz, whose 25.05 is the cluster's slurm.slurm_version). No defaults:
+#: AWS publishes installer releases per Slurm version, so the building environment pins both in ``versions`` where
+#: it or an environment it builds for has a ``slurm:`` section (``slurm_version_problems``, config/sharing.py);
+#: these values only serve as examples in its messages.
 SLURM_VERSION_EXAMPLES: dict[str, str] = {"PcsAgentVersion": "1.3.1-1", "PcsSlurmVersion": "25.05.5-1"}
 SLURM_VERSION_PARAMETERS: tuple[str, ...] = tuple(SLURM_VERSION_EXAMPLES)
 _TAKEN = {p for params in COMPONENTS.VERSION_PARAMETERS.values() for p in params}
@@ -119,8 +120,8 @@ class Image(Strict):
     - ``parent_image_parameter``: public SSM parameter of the AMI each build starts from
       (``ssm:<parameter>`` in the recipe, resolved by Image Builder at every build).
     - ``builder_instance_type``: the GPU instance type that builds and tests the image.
-    - ``versions``: every pinned version (parameter name -> version); with a ``slurm:`` section, AWS PCS's too
-      (``SLURM_VERSION_PARAMETERS``).
+    - ``versions``: every pinned version (parameter name -> version); AWS PCS's too (``SLURM_VERSION_PARAMETERS``)
+      where the environment or one it builds for has a ``slurm:`` section.
     - ``pip_index_url``: the package index PyTorch is installed from.
     - ``schedule``: when the pipeline checks for a new parent image (Image Builder cron, UTC).
     - ``root_volume_gib``: the image's root volume.

@@ -96,20 +96,20 @@ against it); the toolkit, cuDNN and NCCL for it, then EFA, the order of AWS's
 after the toolkit whose CUDA major it follows; Lustre after the last reboot, so the kernel it
 matches is the one the image boots; the test-only ``gpu-validation`` last.
 
-These are the components of every image; ``SLURM_COMPONENTS`` adds those of an environment with a ``slurm:``
-section (``recipe_order``).
+These are the components of every image; ``SLURM_COMPONENTS`` adds those of an image for Slurm environments
+(``recipe_order``; stacks/image_build.py ``carries_pcs``).
 """
 
 SLURM_COMPONENTS: dict[str, str] = {"pcs-slurm": "cloudwatch-agent"}
-"""The components only the image of an environment with a ``slurm:`` section carries, each with the component of
+"""The components only an image for Slurm environments carries (its builder pins their versions), each with the component of
 ``RECIPE_ORDER`` it follows in that image's recipe: ``pcs-slurm`` (AWS PCS's agent and PCS's Slurm build, which its
 compute node groups need) after the agents, before the node runtime and the test component. It needs nothing of the
 GPU stack; after ``os-updates``, its Slurm build's apt installs cannot move the kernel."""
 
 
 def recipe_order(*, slurm: bool) -> tuple[str, ...]:
-    """The components of an environment's image, in recipe order: ``RECIPE_ORDER``, and where the environment has a
-    ``slurm:`` section (``slurm``), ``SLURM_COMPONENTS`` each after the component it follows."""
+    """The components of an environment's image, in recipe order: ``RECIPE_ORDER``, and where the image is for Slurm
+    environments (``slurm``), ``SLURM_COMPONENTS`` each after the component it follows."""
     order: list[str] = []
     for name in RECIPE_ORDER:
         order.append(name)
@@ -127,8 +127,8 @@ RECORDED_VERSIONS: tuple[str, ...] = (
 moved back), and the kernel the image boots. The test component checks each."""
 
 SLURM_RECORDED_VERSIONS: tuple[str, ...] = tuple(p for name in SLURM_COMPONENTS for p in VERSION_PARAMETERS[name])
-"""The keys ``SLURM_COMPONENTS`` add to ``IMAGE_VERSIONS_FILE`` on the image of an environment with a ``slurm:``
-section: their version parameters (the component's own validate and test phases check them)."""
+"""The keys ``SLURM_COMPONENTS`` add to ``IMAGE_VERSIONS_FILE`` on an image for Slurm environments: their version
+parameters (the component's own validate and test phases check them)."""
 
 
 def component_names() -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from config.image import SLURM_VERSION_PARAMETERS
 from config.naming import ResourceNames
 from config.schema import Environment
+from config.slurm import PCS_REGIONS
 
 #: The role Image Builder assumes in every account it copies an AMI into: it looks it up by this fixed name.
 DISTRIBUTION_ROLE_NAME = "EC2ImageBuilderDistributionCrossAccountRole"
@@ -165,6 +166,12 @@ def _slurm_image_problems(
             problems.append(
                 f"{shown[name]}: image: one image carries one Slurm build, and the environments it is for run Slurm "
                 f"{runs}; fix: give them the same slurm.slurm_version"
+            )
+        elif builder.slurm is None and builder.region not in PCS_REGIONS:
+            problems.append(
+                f"{shown[name]}: region: {builder.region} has no AWS PCS repository to download the agent and Slurm "
+                f"from, and {' and '.join(users)} {'runs' if len(users) == 1 else 'run'} Slurm on the image it builds; fix: build their image in a region "
+                "where PCS runs (e.g. us-east-1), or from an environment there"
             )
         elif builder.slurm is None:
             (version,) = set(versions.values())

@@ -10,7 +10,7 @@ of the tests (tests/flows/slurm/config.py, its slurm.conf) both read, so what th
   that no job waits for ever.
 - Accounting enforcement (with ``accounting``): ``associations,limits,qos,safe``, options PCS takes ("Slurm
   accounting in AWS PCS"): a job runs only under an account the people sync created (scripts/node/slurm_people.py),
-  within its limits, with a QoS its account may use (``urgent`` only where the account lists it).
+  within its limits, with a QoS its account may use (every team's account lists ``normal`` and ``urgent``).
 """
 
 from __future__ import annotations

@@ -268,3 +268,20 @@ def test_pcs_pins_where_no_environment_runs_slurm_are_refused(tmp_path: Path) ->
         "environment it builds for has a slurm section, so its image carries no AWS PCS software; fix: remove it, "
         "or add the slurm section"
     ]
+
+
+def test_a_builder_outside_pcs_regions_cannot_download_pcs_software(tmp_path: Path) -> None:
+    folder, configs = _hpc_pair(tmp_path)
+    _without_slurm(configs["hpc"])
+    builder = configs["hpc"]
+    builder.update(region="ap-east-1", availability_zones=["ap-east-1a", "ap-east-1b"])
+    builder["storage"]["file_system"]["availability_zone"] = "ap-east-1a"
+    for fleet in builder["fleets"]:
+        fleet["availability_zones"] = [z.replace("us-east-1", "ap-east-1") for z in fleet["availability_zones"]]
+    write_all(folder, configs)
+    lines = platform_error(folder)
+    assert (
+        f"{folder / 'hpc.yaml'}: region: ap-east-1 has no AWS PCS repository to download the agent and Slurm from, "
+        "and hpc2 runs Slurm on the image it builds; fix: build their image in a region where PCS runs (e.g. "
+        "us-east-1), or from an environment there" in lines
+    )

@@ -174,3 +174,19 @@ def test_what_pcs_cannot_change_under_running_work_is_refused(field: str, value:
 
     changes = [c for c in _slurm_edit(edit) if c.field == f"slurm.{field}" or c.field.startswith(f"slurm.{field}.")]
     assert len(changes) == 1 and words in changes[0].message and changes[0].safe_way
+
+
+def test_bringing_a_slurm_fleet_back_from_0_is_not_refused() -> None:
+    def parked(data: dict[str, Any]) -> None:
+        fleet = next(f for f in data["fleets"] if f["name"] == "training")
+        fleet.update(capacity={"min": 0, "max": 0}, on_demand_base_capacity=0)
+
+    env = _slurm_env()
+    data = env.model_dump(exclude_unset=True)
+    parked(data)
+    at_zero = Environment.model_validate(data)
+    back = at_zero.model_dump(exclude_unset=True)
+    fleet = next(f for f in back["fleets"] if f["name"] == "training")
+    fleet.update(capacity={"min": 0, "max": 2}, on_demand_base_capacity=2, on_demand_percentage_above_base=0)
+    # The parked fleet's one group has max 0 (no node): whichever group it was, nothing stops.
+    assert unsafe_changes(at_zero, Environment.model_validate(back)) == []
