@@ -78,16 +78,19 @@ def test_every_test_folder_mirrors_a_source_folder_or_is_a_kind() -> None:
 
 
 def _imported_test_modules(path: Path) -> set[str]:
-    """The ``tests.<...>.test_*`` modules that ``path`` imports."""
+    """The ``tests.<...>.test_*`` and ``tests.<...>.conftest`` modules that ``path`` imports (a conftest holds
+    fixtures, which pytest hands out; what is imported belongs in a helper module)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tests":
-            if node.module.split(".")[-1].startswith("test_"):
+            if node.module.split(".")[-1].startswith("test_") or node.module.endswith(".conftest"):
                 found.add(node.module)
             found.update(f"{node.module}.{a.name}" for a in node.names if a.name.startswith("test_"))
         elif isinstance(node, ast.Import):
             found.update(
-                a.name for a in node.names if a.name.startswith("tests.") and a.name.split(".")[-1].startswith("test_")
+                a.name
+                for a in node.names
+                if a.name.startswith("tests.") and a.name.split(".")[-1].startswith(("test_", "conftest"))
             )
     return found
 

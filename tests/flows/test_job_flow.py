@@ -38,7 +38,7 @@ from config.loader import load_environment
 from config.naming import ResourceNames
 from gpu_constructs.fleet.job_document import JobDocument
 from gpu_constructs.fleet.render.user_data import INSTALL_PREFIX
-from tests.gpu_constructs.conftest import bare_stack, only, template
+from tests.gpu_constructs.helpers import bare_stack, only, template
 from tests.ops.helpers import run_cli
 from tests.ops.job.fakes import Fleet, deploy
 from tests.scripts.node.helpers import NODE_DIR, FakeImds

@@ -21,7 +21,7 @@ from config.image import COMPONENTS
 from config.naming import ResourceNames
 from gpu_constructs.image.component import strip_leading_comments
 from stacks import image_build
-from tests.gpu_constructs.conftest import bare_stack, template
+from tests.gpu_constructs.helpers import bare_stack, template
 from tests.synth import ROOT
 
 KMS_KEY = "arn:aws:kms:us-east-1:111111111111:key/k"

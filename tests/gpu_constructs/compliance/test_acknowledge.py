@@ -8,7 +8,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Annotations
 
 from gpu_constructs.compliance.acknowledge import acknowledge
-from tests.gpu_constructs.conftest import bare_stack
+from tests.gpu_constructs.helpers import bare_stack
 
 
 def test_blanket_reason_is_refused() -> None:

@@ -8,7 +8,7 @@ from aws_cdk.assertions import Template
 from constructs import Construct
 
 from gpu_constructs.compliance.cfn_child import cfn_child
-from tests.gpu_constructs.conftest import bare_stack
+from tests.gpu_constructs.helpers import bare_stack
 
 
 def test_returns_the_generated_resource_that_the_template_shows() -> None:

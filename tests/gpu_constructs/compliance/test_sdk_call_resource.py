@@ -10,7 +10,7 @@ from aws_cdk import custom_resources as cr
 from aws_cdk.assertions import Template
 
 from gpu_constructs.compliance.sdk_call_resource import sdk_call_resource
-from tests.gpu_constructs.conftest import RETENTION, bare_stack, key, template
+from tests.gpu_constructs.helpers import RETENTION, bare_stack, key, template
 
 
 def _call(stack: Stack, construct_id: str, *, resource: str, wildcard_reason: str = "") -> cr.AwsCustomResource:

@@ -10,7 +10,7 @@ from aws_cdk.assertions import Template
 
 from config.fleets import Refresh
 from gpu_constructs.fleet.ami_rollout import AmiRollout, FleetRollout, refresh_preferences
-from tests.gpu_constructs.conftest import ACCOUNT, REGION, bare_stack, document, only, template
+from tests.gpu_constructs.helpers import ACCOUNT, REGION, bare_stack, document, only, template
 from tests.policy_eval import Request, decide, role_may
 
 PARAMETER = "/imagebuilder/gpu-platform/dev/ami/latest"

@@ -13,7 +13,7 @@ from aws_cdk import aws_ec2 as ec2
 from config.catalog import get_instance_type
 from config.fleets import CapacityReservation, ReservationPreference
 from gpu_constructs.fleet.fleet_capacity import Layout, mixed_instances_policy, placement_group, reserve_capacity
-from tests.gpu_constructs.conftest import bare_stack, fleet, only, template
+from tests.gpu_constructs.helpers import bare_stack, fleet, only, template
 
 #: An EFA training fleet of p5 and p4d, in one zone and one cluster.
 TRAINING = {"role": "training", "efa": True, "placement": "cluster", "availability_zones": ["us-east-1a"]}

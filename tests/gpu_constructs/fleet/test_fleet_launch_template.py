@@ -10,7 +10,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
 from gpu_constructs.fleet.fleet_launch_template import ROOT_DEVICE, SCRATCH_DEVICE, FleetLaunchTemplate, Volumes
-from tests.gpu_constructs.conftest import REGION, bare_stack, group_id, only, template, vpc
+from tests.gpu_constructs.helpers import REGION, bare_stack, group_id, only, template, vpc
 
 
 def _build(

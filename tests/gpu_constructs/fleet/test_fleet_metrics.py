@@ -6,7 +6,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 
 from gpu_constructs.fleet.fleet_metrics import gpu_metric
 from gpu_constructs.fleet.render.agent_metrics import fleet_dimensions, gpu_metric_name
-from tests.gpu_constructs.conftest import bare_stack, only, template
+from tests.gpu_constructs.helpers import bare_stack, only, template
 
 
 def test_an_alarm_on_the_metric_reads_what_the_agent_publishes() -> None:

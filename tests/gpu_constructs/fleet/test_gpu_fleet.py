@@ -15,7 +15,7 @@ from config.catalog import get_instance_type
 from config.fleets import Capacity, CapacityBlock, CapacityReservation, Scaling, TargetTracking
 from config.fleets.health import BOOTSTRAP_SECONDS, DCGM_LEVEL_SECONDS, DEFAULT_DCGM_LEVEL
 from gpu_constructs.fleet.gpu_fleet import TERMINATE_HOOK_TIMEOUT, GpuFleet
-from tests.gpu_constructs.conftest import REGION, bare_stack, fleet, key, only, template, vpc
+from tests.gpu_constructs.helpers import REGION, bare_stack, fleet, key, only, template, vpc
 
 GROUP = "gpu-platform-dev-train"
 

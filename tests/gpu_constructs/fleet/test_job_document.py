@@ -22,7 +22,7 @@ from aws_cdk.assertions import Template
 
 from gpu_constructs.fleet.job_document import RUNNER_OPTIONS, JobDocument
 from gpu_constructs.fleet.render.user_data import INSTALL_PREFIX
-from tests.gpu_constructs.conftest import bare_stack, only, template
+from tests.gpu_constructs.helpers import bare_stack, only, template
 
 NAME = "gpu-platform-dev-job"
 PORT = 29500

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aws_cdk import aws_iam as iam
 
 from gpu_constructs.fleet.node_scripts import publish_node_scripts
-from tests.gpu_constructs.conftest import bare_stack, document, only, template
+from tests.gpu_constructs.helpers import bare_stack, document, only, template
 from tests.policy_eval import Request, role_may
 
 

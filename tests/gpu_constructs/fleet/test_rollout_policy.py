@@ -10,7 +10,7 @@ from aws_cdk import Stack, Validations
 from aws_cdk import aws_iam as iam
 
 from gpu_constructs.fleet.rollout_policy import StackArns, acknowledge_rollout_wildcards, rollout_statements
-from tests.gpu_constructs.conftest import ACCOUNT, REGION, bare_stack
+from tests.gpu_constructs.helpers import ACCOUNT, REGION, bare_stack
 from tests.policy_eval import Request, role_may
 
 PARAMETER = f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter/ami"

@@ -27,7 +27,7 @@ from gpu_constructs.fleet.service_load_balancer import (
     access_log_writer,
 )
 from gpu_constructs.network.platform_vpc import GPU_SUBNET_GROUP, PUBLIC_SUBNET_GROUP
-from tests.gpu_constructs.conftest import (
+from tests.gpu_constructs.helpers import (
     ACCOUNT,
     REGION,
     ZONES,

@@ -8,7 +8,7 @@ from aws_cdk import aws_ec2 as ec2
 
 from config.fleets import StepScaling
 from gpu_constructs.fleet.step_scaling import STEP_PERIOD_MINUTES, add_step_scaling
-from tests.gpu_constructs.conftest import bare_stack, template
+from tests.gpu_constructs.helpers import bare_stack, template
 
 
 def _synth(step: StepScaling) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from gpu_constructs.image.ami_parameter_seed import ALREADY_EXISTS, AmiParameterSeed
-from tests.gpu_constructs.conftest import (
+from tests.gpu_constructs.helpers import (
     ACCOUNT,
     REGION,
     RETENTION,

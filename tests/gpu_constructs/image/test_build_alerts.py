@@ -14,7 +14,7 @@ from gpu_constructs.image.build_alerts import (
     BuildLogPlaces,
     message,
 )
-from tests.gpu_constructs.conftest import ACCOUNT, REGION, bare_stack, only, resolved, template
+from tests.gpu_constructs.helpers import ACCOUNT, REGION, bare_stack, only, resolved, template
 
 LOGS = BuildLogPlaces("/aws/imagebuilder/img", "/aws/imagebuilder/pipeline/img", "bucket", "image-builder")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aws_cdk import aws_s3 as s3
 
 from gpu_constructs.image.build_logs import build_logs
-from tests.gpu_constructs.conftest import DESTROY, RETENTION, bare_stack, key, template
+from tests.gpu_constructs.helpers import DESTROY, RETENTION, bare_stack, key, template
 
 
 def test_build_logs_land_encrypted_where_image_builder_writes() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpu_constructs.image.builder_role import BuildAccess, ImageBuilderInstanceRole
 from gpu_constructs.image.component import ImageComponent
-from tests.gpu_constructs.conftest import ACCOUNT, REGION, bare_stack, managed_policies, template
+from tests.gpu_constructs.helpers import ACCOUNT, REGION, bare_stack, managed_policies, template
 from tests.policy_eval import Request, role_may
 
 LOG_KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/logs"

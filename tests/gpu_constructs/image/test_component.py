@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_constructs.image.component import MAX_INLINE_DATA, ComponentDocument, ImageComponent, content_version
-from tests.gpu_constructs.conftest import ACCOUNT, REGION, bare_stack, only, template
+from tests.gpu_constructs.helpers import ACCOUNT, REGION, bare_stack, only, template
 
 DOC = "# notes for people\n\nname: gpu-driver\ndescription: NVIDIA driver\nschemaVersion: 1.0\nphases: []\n"
 

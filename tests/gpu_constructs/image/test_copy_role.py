@@ -8,7 +8,7 @@ from aws_cdk.assertions import Template
 
 from config.sharing import DISTRIBUTION_ROLE_NAME
 from gpu_constructs.image.copy_role import IMAGE_BUILDER_SERVICE_ROLE, ImageCopyRole
-from tests.gpu_constructs.conftest import ACCOUNT, REGION, bare_stack, document, managed_policies, only, template
+from tests.gpu_constructs.helpers import ACCOUNT, REGION, bare_stack, document, managed_policies, only, template
 from tests.policy_eval import Request, decide, role_may
 
 SOURCE = "999999999999"

@@ -4,7 +4,7 @@ id in their own parameter."""
 from __future__ import annotations
 
 from gpu_constructs.image.distribution import DistributionTarget, ImageDistribution
-from tests.gpu_constructs.conftest import ACCOUNT, REGION, bare_stack, only, template
+from tests.gpu_constructs.helpers import ACCOUNT, REGION, bare_stack, only, template
 
 PARAMETER = "/imagebuilder/gpu-platform/{}/ami/latest"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk import aws_iam as iam
 
 from gpu_constructs.image.infrastructure import ImageInfrastructure
-from tests.gpu_constructs.conftest import bare_stack, only, template
+from tests.gpu_constructs.helpers import bare_stack, only, template
 
 
 def test_builders_are_imdsv2_only_terminated_on_failure_and_logged() -> None:

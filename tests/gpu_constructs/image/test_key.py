@@ -7,7 +7,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from gpu_constructs.image.key import ImageKey
-from tests.gpu_constructs.conftest import ACCOUNT, bare_stack, document, only, template
+from tests.gpu_constructs.helpers import ACCOUNT, bare_stack, document, only, template
 from tests.policy_eval import Request, key_policy_may
 
 RECEIVER = "222222222222"

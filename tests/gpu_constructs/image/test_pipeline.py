@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_constructs.image.pipeline import START_CONDITION, ImagePipeline
-from tests.gpu_constructs.conftest import bare_stack, only, template
+from tests.gpu_constructs.helpers import bare_stack, only, template
 
 
 def test_pipeline_runs_tests_and_builds_only_on_new_dependencies() -> None:

@@ -7,7 +7,7 @@ from aws_cdk import Stack
 
 from gpu_constructs.image.component import ImageComponent
 from gpu_constructs.image.recipe import ImageRecipe, RecipeStep
-from tests.gpu_constructs.conftest import bare_stack, only, template
+from tests.gpu_constructs.helpers import bare_stack, only, template
 
 
 def _recipe(driver_version: str) -> tuple[dict, str]:

@@ -7,7 +7,7 @@ from aws_cdk.assertions import Match, Template
 
 from gpu_constructs.network.efa_security_group import EfaSecurityGroup
 from gpu_constructs.network.security_groups import NO_TRAFFIC_EGRESS
-from tests.gpu_constructs.conftest import bare_stack, only, template, vpc
+from tests.gpu_constructs.helpers import bare_stack, only, template, vpc
 
 
 @pytest.fixture(scope="module")

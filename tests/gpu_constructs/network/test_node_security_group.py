@@ -7,7 +7,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Template
 
 from gpu_constructs.network.node_security_group import NodeSecurityGroup
-from tests.gpu_constructs.conftest import VPC_CIDR, bare_stack, group_id, sg_rules, template, vpc
+from tests.gpu_constructs.helpers import VPC_CIDR, bare_stack, group_id, sg_rules, template, vpc
 
 S3_PREFIX_LIST = "pl-63a5400a"
 AWS_AND_LUSTRE = {

@@ -6,7 +6,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from gpu_constructs.network.platform_vpc import PlatformVpc
-from tests.gpu_constructs.conftest import DESTROY, RETENTION, VPC_CIDR, ZONES, arn_of, bare_stack, key, only, template
+from tests.gpu_constructs.helpers import DESTROY, RETENTION, VPC_CIDR, ZONES, arn_of, bare_stack, key, only, template
 
 
 def _build(nat_gateways: int) -> Template:

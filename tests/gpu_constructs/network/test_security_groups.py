@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk import aws_ec2 as ec2
 
 from gpu_constructs.network.security_groups import NO_TRAFFIC_EGRESS, keep_default_egress_closed
-from tests.gpu_constructs.conftest import bare_stack, only, template, vpc
+from tests.gpu_constructs.helpers import bare_stack, only, template, vpc
 
 
 def test_group_rule_does_not_reopen_default_egress() -> None:

@@ -7,7 +7,7 @@ from aws_cdk.assertions import Template
 
 from gpu_constructs.network.security_groups import NO_TRAFFIC_EGRESS
 from gpu_constructs.network.training_security_group import TRAINING_TCP_PORTS, TrainingSecurityGroup
-from tests.gpu_constructs.conftest import bare_stack, only, sg_rules, template, vpc
+from tests.gpu_constructs.helpers import bare_stack, only, sg_rules, template, vpc
 
 
 @pytest.fixture(scope="module")

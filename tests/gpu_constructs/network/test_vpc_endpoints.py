@@ -15,7 +15,7 @@ from gpu_constructs.network.vpc_endpoints import (
     InterfaceEndpoints,
     S3GatewayEndpoint,
 )
-from tests.gpu_constructs.conftest import (
+from tests.gpu_constructs.helpers import (
     DESTROY,
     REGION,
     RETENTION,

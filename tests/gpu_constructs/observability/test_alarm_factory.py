@@ -8,7 +8,7 @@ from aws_cdk import aws_sns as sns
 
 from config.alarms import Threshold
 from gpu_constructs.observability.alarm_factory import BELOW, AlarmFactory, period
-from tests.gpu_constructs.conftest import bare_stack, only, template
+from tests.gpu_constructs.helpers import bare_stack, only, template
 
 
 def test_alarm_carries_the_configured_threshold_and_notifies_both_ways() -> None:

@@ -11,7 +11,7 @@ from aws_cdk.assertions import Template
 from gpu_constructs.observability.alarm_factory import ABOVE, AlarmFactory
 from gpu_constructs.observability.alerts_topic import AlertsTopic
 from gpu_constructs.security.platform_keys import PlatformKeys
-from tests.gpu_constructs.conftest import ACCOUNT, ALARMS, DESTROY, REGION, bare_stack, document, only, template
+from tests.gpu_constructs.helpers import ACCOUNT, ALARMS, DESTROY, REGION, bare_stack, document, only, template
 from tests.policy_eval import Request, key_policy_may, service_may
 
 PREFIX = "gpu-platform-dev"

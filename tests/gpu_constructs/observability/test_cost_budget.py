@@ -7,7 +7,7 @@ from aws_cdk import aws_sns as sns
 
 from config.budget import Budget
 from gpu_constructs.observability.cost_budget import CostBudget
-from tests.gpu_constructs.conftest import bare_stack, template
+from tests.gpu_constructs.helpers import bare_stack, template
 
 
 def test_the_budget_notifies_the_topic_at_each_percentage() -> None:

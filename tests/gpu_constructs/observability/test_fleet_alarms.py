@@ -10,7 +10,7 @@ from aws_cdk.assertions import Template
 
 from gpu_constructs.observability.alarm_factory import AlarmFactory
 from gpu_constructs.observability.fleet_alarms import HEALTH_DATA_MISSING, HEALTH_METRIC, UNITS_DOWN_METRIC, FleetAlarms
-from tests.gpu_constructs.conftest import ALARMS, bare_stack, template
+from tests.gpu_constructs.helpers import ALARMS, bare_stack, template
 
 GROUP = "gpu-platform-dev-train"
 #: A training fleet's launch hook at DCGM level 2 (config/fleets/health.py): 2400 + 600 s.

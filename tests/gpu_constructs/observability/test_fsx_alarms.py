@@ -7,7 +7,7 @@ from aws_cdk import aws_sns as sns
 
 from gpu_constructs.observability.alarm_factory import AlarmFactory
 from gpu_constructs.observability.fsx_alarms import GIB, FsxAlarms
-from tests.gpu_constructs.conftest import ALARMS, bare_stack, template
+from tests.gpu_constructs.helpers import ALARMS, bare_stack, template
 
 
 def test_thresholds_follow_the_file_systems_size_and_throughput() -> None:

@@ -15,7 +15,7 @@ from gpu_constructs.observability.platform_dashboard import (
     PlatformDashboard,
 )
 from gpu_constructs.observability.service_alarms import LOAD_BALANCER_ONLY, ServiceTarget
-from tests.gpu_constructs.conftest import bare_stack, only, resolved, template
+from tests.gpu_constructs.helpers import bare_stack, only, resolved, template
 from tests.scripts.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split

@@ -7,7 +7,7 @@ from aws_cdk import aws_sns as sns
 
 from gpu_constructs.observability.alarm_factory import AlarmFactory
 from gpu_constructs.observability.security_alarms import SECURITY_EVENTS, SecurityAlarms, event_pattern
-from tests.gpu_constructs.conftest import ALARMS, bare_stack, template
+from tests.gpu_constructs.helpers import ALARMS, bare_stack, template
 
 
 def test_each_kind_of_change_is_counted_from_the_trail_and_alarmed() -> None:

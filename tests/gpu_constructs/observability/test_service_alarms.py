@@ -16,7 +16,7 @@ from config.fleets.service import ServiceAlarmThresholds as Thresholds
 from gpu_constructs.observability.alarm_factory import AlarmFactory
 from gpu_constructs.observability.service_alarms import ServiceAlarms, ServiceTarget
 from tests.alarm_evaluator import alarm_states
-from tests.gpu_constructs.conftest import bare_stack, only, template
+from tests.gpu_constructs.helpers import bare_stack, only, template
 
 TARGET = ServiceTarget("infer", "app/infer-lb/50dc6c495c0c9188", "targetgroup/infer-tg/943f017f100becff")
 DIMENSIONS = [

@@ -6,7 +6,7 @@ from aws_cdk import aws_sns as sns
 
 from gpu_constructs.observability.alarm_factory import AlarmFactory
 from gpu_constructs.observability.spot_events import DETAIL_TYPES, SpotEvents
-from tests.gpu_constructs.conftest import ALARMS, bare_stack, only, template
+from tests.gpu_constructs.helpers import ALARMS, bare_stack, only, template
 
 
 def test_notices_reach_the_topic_and_an_alarm_counts_them() -> None:

@@ -12,9 +12,8 @@ from gpu_constructs.pipeline.pipeline_acknowledgments import acknowledge_pipelin
 from gpu_constructs.pipeline.pipeline_artifacts import PipelineArtifacts
 from gpu_constructs.pipeline.pipeline_steps import manual_approval, post_deploy_check, synth_step
 from stacks.compliance import FAIL_ON_FINDINGS, enforce_rule_packs, platform_app
-from tests.gpu_constructs.conftest import CDK_CONTEXT, ENV, template
-
-TARGET_ACCOUNT = "222222222222"
+from tests.gpu_constructs.helpers import CDK_CONTEXT, ENV, template
+from tests.gpu_constructs.pipeline.helpers import TARGET_ACCOUNT
 
 
 @pytest.fixture(scope="package")

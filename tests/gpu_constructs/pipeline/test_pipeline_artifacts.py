@@ -6,7 +6,7 @@ from __future__ import annotations
 from aws_cdk.assertions import Template
 
 from gpu_constructs.pipeline.pipeline_artifacts import ARTIFACT_EXPIRATION_DAYS, ARTIFACT_LOG_PREFIX
-from tests.gpu_constructs.conftest import ACCOUNT, document
+from tests.gpu_constructs.helpers import ACCOUNT, document
 from tests.policy_eval import Request, service_may
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from aws_cdk.assertions import Template
 
 from gpu_constructs.pipeline.pipeline_steps import CHECK_SCRIPT, SYNTH_SCRIPT
-from tests.gpu_constructs.conftest import managed_policies
-from tests.gpu_constructs.pipeline.conftest import TARGET_ACCOUNT
+from tests.gpu_constructs.helpers import managed_policies
+from tests.gpu_constructs.pipeline.helpers import TARGET_ACCOUNT
 from tests.policy_eval import Request, role_may
 
 LOOKUP_ROLE = f"arn:aws:iam::{TARGET_ACCOUNT}:role/cdk-hnb659fds-lookup-role-{TARGET_ACCOUNT}-us-east-1"

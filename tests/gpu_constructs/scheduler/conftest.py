@@ -1,17 +1,12 @@
 """The Slurm test environment (tests/fixtures/config/slurm/hpc.yaml), synthesized once per run as ``make synth``
-does (rule packs enforced), and what its templates' cross-stack references point at."""
+does (rule packs enforced); what its templates' references point at is in helpers.py."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from tests.synth import ROOT, StackTemplate, Synth, synthesize_once
-
-#: The Slurm test environment: fixed, whatever GPU_PLATFORM_TEST_CONFIG_DIR points the rest of the suite at.
-SLURM_DIR = ROOT / "tests" / "fixtures" / "config" / "slurm"
-ENV = "hpc"
+from tests.gpu_constructs.scheduler.helpers import ENV, SLURM_DIR
+from tests.synth import StackTemplate, Synth, synthesize_once
 
 
 @pytest.fixture(scope="session")
@@ -23,34 +18,3 @@ def slurm_synth(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFa
 def fleets(slurm_synth: Synth) -> StackTemplate:
     """The Slurm environment's fleet stack: the PCS cluster, login nodes, queues and node groups."""
     return slurm_synth.stack(ENV, "Fleets")
-
-
-def referenced(synth: Synth, stack: StackTemplate, value: Any) -> tuple[StackTemplate, Any]:
-    """(stack, value) with one ``Fn::GetStackOutput`` followed to the output's value in its own stack."""
-    if isinstance(value, dict) and "Fn::GetStackOutput" in value:
-        ref = value["Fn::GetStackOutput"]
-        other = synth.stacks[ref["StackName"]]
-        return other, other.json["Outputs"][ref["OutputName"]]["Value"]
-    return stack, value
-
-
-def logical_id(value: Any) -> str:
-    """The logical id a ``Ref`` or ``Fn::GetAtt`` names."""
-    if "Ref" in value:
-        return str(value["Ref"])
-    return str(value["Fn::GetAtt"][0])
-
-
-def by_path(stack: StackTemplate, kind: str, fragment: str) -> dict[str, dict[str, Any]]:
-    """The resources of ``kind`` whose construct path contains ``fragment`` (``/Fleet-training/``)."""
-    return {
-        lid: r for lid, r in stack.resources(kind).items() if fragment in r.get("Metadata", {}).get("aws:cdk:path", "")
-    }
-
-
-def user_data_text(template: dict[str, Any]) -> str:
-    """The literal text of a launch template's user data, its tokens left out."""
-    data = template["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]
-    if isinstance(data, str):
-        return data
-    return "".join(part for part in data["Fn::Join"][1] if isinstance(part, str))

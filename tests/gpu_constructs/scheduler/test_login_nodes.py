@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.gpu_constructs.scheduler.conftest import ENV, by_path, user_data_text
+from tests.gpu_constructs.scheduler.helpers import ENV, by_path, user_data_text
 from tests.synth import StackTemplate, Synth
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_constructs.scheduler.login_role import SlurmLoginRole
-from tests.gpu_constructs.conftest import bare_stack, key, template
+from tests.gpu_constructs.helpers import bare_stack, key, template
 
 
 def test_the_login_role_has_the_path_pcs_requires_and_session_manager_only() -> None:

@@ -24,7 +24,7 @@ from gpu_constructs.scheduler.login_user_data import (
     login_user_data,
     mime_size,
 )
-from tests.gpu_constructs.scheduler.conftest import ENV, by_path
+from tests.gpu_constructs.scheduler.helpers import ENV, by_path
 from tests.synth import StackTemplate, Synth
 
 PEOPLE = {

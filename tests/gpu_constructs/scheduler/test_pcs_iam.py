@@ -3,7 +3,7 @@ starting AWSPCS) and the right to register with a PCS cluster."""
 
 from __future__ import annotations
 
-from tests.gpu_constructs.scheduler.conftest import logical_id, referenced
+from tests.gpu_constructs.scheduler.helpers import logical_id, referenced
 from tests.synth import StackTemplate, Synth
 
 

@@ -3,7 +3,7 @@ accounting, the idle time before a node stops, one subnet, no fixed name."""
 
 from __future__ import annotations
 
-from tests.gpu_constructs.scheduler.conftest import ENV
+from tests.gpu_constructs.scheduler.helpers import ENV
 from tests.synth import StackTemplate, Synth
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from config.fleets import CapacityReservation, node_group_plans
 from gpu_constructs.scheduler.slurm_fleet import reservation_specification
-from tests.gpu_constructs.scheduler.conftest import ENV, by_path, logical_id, user_data_text
+from tests.gpu_constructs.scheduler.helpers import ENV, by_path, logical_id, user_data_text
 from tests.synth import StackTemplate, Synth
 
 

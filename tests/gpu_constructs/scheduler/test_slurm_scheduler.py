@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 
-from tests.gpu_constructs.scheduler.conftest import ENV, logical_id
+from tests.gpu_constructs.scheduler.helpers import ENV, logical_id
 from tests.synth import StackTemplate, Synth
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -6,7 +6,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from gpu_constructs.scheduler.slurm_security_groups import SlurmSecurityGroups
-from tests.gpu_constructs.conftest import bare_stack, group_id, sg_rules, template, vpc
+from tests.gpu_constructs.helpers import bare_stack, group_id, sg_rules, template, vpc
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from gpu_constructs.security.ami_gate_role import AmiGateRole
 from gpu_constructs.security.permissions_boundary import PlatformPermissionsBoundary
 from scripts.ci.ami_gate import check
 from stacks.compliance import platform_app
-from tests.gpu_constructs.conftest import CDK_CONTEXT, document, only, resources
+from tests.gpu_constructs.helpers import CDK_CONTEXT, document, only, resources
 from tests.ops.helpers import moto_session
 from tests.policy_eval import ALLOW, Request, decide, explain, role_may
 

@@ -8,7 +8,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
 from gpu_constructs.security.audit_trail import AuditTrail
-from tests.gpu_constructs.conftest import DESTROY, RETENTION, bare_stack, key, only, template
+from tests.gpu_constructs.helpers import DESTROY, RETENTION, bare_stack, key, only, template
 
 DATA_BUCKET = "arn:aws:s3:::gpu-platform-dev-data"
 

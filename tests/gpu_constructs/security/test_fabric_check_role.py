@@ -18,7 +18,7 @@ from gpu_constructs.security.fabric_check_role import FabricCheckRole
 from gpu_constructs.security.permissions_boundary import PlatformPermissionsBoundary
 from ops.fabric.command import run_fabric_test
 from stacks.compliance import platform_app
-from tests.gpu_constructs.conftest import CDK_CONTEXT, document, only, resources
+from tests.gpu_constructs.helpers import CDK_CONTEXT, document, only, resources
 from tests.ops.fabric.fakes import (
     ACCOUNT,
     DOCUMENT,

@@ -8,7 +8,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from gpu_constructs.security.node_role import GpuNodeRole, NodeAccess
-from tests.gpu_constructs.conftest import ACCOUNT, REGION, bare_stack, document, key, managed_policies, only, template
+from tests.gpu_constructs.helpers import ACCOUNT, REGION, bare_stack, document, key, managed_policies, only, template
 from tests.policy_eval import Request, decide, role_may
 
 BUCKET = f"gpu-platform-dev-data-{ACCOUNT}-{REGION}"

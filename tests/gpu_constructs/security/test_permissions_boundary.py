@@ -8,7 +8,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from gpu_constructs.security.permissions_boundary import PassRoleGrant, PlatformPermissionsBoundary
-from tests.gpu_constructs.conftest import ACCOUNT, REGION, bare_stack, document, only, template
+from tests.gpu_constructs.helpers import ACCOUNT, REGION, bare_stack, document, only, template
 from tests.policy_eval import Request, role_may
 
 EVERYTHING = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}

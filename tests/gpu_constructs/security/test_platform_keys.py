@@ -8,7 +8,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from gpu_constructs.security.platform_keys import PlatformKeys
-from tests.gpu_constructs.conftest import ACCOUNT, DESTROY, REGION, bare_stack, document, template
+from tests.gpu_constructs.helpers import ACCOUNT, DESTROY, REGION, bare_stack, document, template
 from tests.policy_eval import Request, key_policy_may
 
 PREFIX = "gpu-platform-dev"

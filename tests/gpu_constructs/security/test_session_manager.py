@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_constructs.security.session_manager import SessionManagerLogging
-from tests.gpu_constructs.conftest import DESTROY, RETENTION, bare_stack, key, only, template
+from tests.gpu_constructs.helpers import DESTROY, RETENTION, bare_stack, key, only, template
 
 
 def test_sessions_stream_encrypted_to_the_named_group() -> None:

@@ -8,7 +8,7 @@ from aws_cdk import Stack
 from aws_cdk.assertions import Match, Template
 
 from gpu_constructs.storage.hardened_bucket import AccessLogBucket, HardenedBucket, log_lifecycle
-from tests.gpu_constructs.conftest import ACCOUNT, DESTROY, ENV, bare_stack, document, key, template
+from tests.gpu_constructs.helpers import ACCOUNT, DESTROY, ENV, bare_stack, document, key, template
 from tests.policy_eval import Request, service_may
 
 NAME = "gpu-platform-dev-data"

@@ -11,7 +11,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
 from gpu_constructs.storage.lustre_storage import Link, LustreSettings, LustreStorage
-from tests.gpu_constructs.conftest import DESTROY, bare_stack, group_id, only, resolved, sg_rules, template, vpc
+from tests.gpu_constructs.helpers import DESTROY, bare_stack, group_id, only, resolved, sg_rules, template, vpc
 
 LUSTRE = {("tcp", 988, 988), ("tcp", 1018, 1023)}
 LINKS = [

@@ -14,7 +14,7 @@ from gpu_constructs.fleet.render.node_settings import (
     node_env,
     service_json,
 )
-from tests.gpu_constructs.conftest import ACCOUNT, REGION, fleet
+from tests.gpu_constructs.helpers import ACCOUNT, REGION, fleet
 from tests.scripts.node.helpers import NODE_DIR  # noqa: F401 - puts scripts/node on sys.path
 
 # isort: split

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_constructs.security.render.iam_actions import SSM_AGENT_CHANNELS, ssm_agent_statements
-from tests.gpu_constructs.conftest import ACCOUNT, REGION, bare_stack
+from tests.gpu_constructs.helpers import ACCOUNT, REGION, bare_stack
 from tests.policy_eval import Request, decide
 
 
