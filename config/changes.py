@@ -191,7 +191,7 @@ def _scheduler(before: Environment, after: Environment) -> Iterator[Change]:
         elif old is not None and old is not fleet.scheduler:
             yield Change(
                 f"fleets[{i}].scheduler",
-                f"{old.value} -> {fleet.scheduler.value} deletes fleet {fleet.name!r}'s "
+                f"{old.value} -> {fleet.scheduler.value} deletes, of fleet {fleet.name!r}, the "
                 + ("Auto Scaling group with its running nodes" if old.value == "none" else "PCS node groups and queue"),
                 "add a new fleet with the other scheduler beside this one, move the work, then remove this fleet",
             )

@@ -17,7 +17,7 @@ from typing import Annotated
 from pydantic import Field, field_validator, model_validator
 
 from config.base import Strict
-from config.fleets import FleetRole
+from config.fleets import FleetRole, Scheduler
 from config.loader import CONFIG_DIR, ConfigError, available_environments, display_path, read_mapping, validate_model
 from config.schema import AccountId, Environment, Region
 
@@ -194,12 +194,13 @@ def fabric_check_trust(env: Environment, config_dir: Path = CONFIG_DIR) -> Fabri
     pipeline = load_pipeline(config_dir)
     if env.name not in pipeline.fabric_check:
         return None
-    if not any(fleet.role is FleetRole.TRAINING for fleet in env.fleets):
+    if not any(fleet.role is FleetRole.TRAINING and fleet.scheduler is Scheduler.NONE for fleet in env.fleets):
         raise ConfigError(
             [
                 f"{display_path(config_dir / PIPELINE_FILE)}: fabric_check[{pipeline.fabric_check.index(env.name)}]: "
-                f"{env.name!r} has no training fleet to check; fix: remove it from fabric_check, or add a fleet "
-                f"with role: training to config/{env.name}.yaml"
+                f"{env.name!r} has no training fleet to check (on an Auto Scaling group: a Slurm fleet's fabric is "
+                f"tested as a Slurm job); fix: remove it from fabric_check, or add a fleet with role: training to "
+                f"config/{env.name}.yaml"
             ]
         )
     return FabricCheckTrust(account=pipeline.account, role_name=fabric_step_role_name(env.name))

@@ -18,6 +18,7 @@ from typing import Any
 from botocore.config import Config
 
 from config import Environment
+from config.fleets import Scheduler
 from config.naming import ResourceNames
 from gpu_constructs.fleet.render.agent_metrics import fleet_dimensions, gpu_metric_name, namespace_for
 from ops.findings import Finding, Level
@@ -168,7 +169,8 @@ def collect(env: Environment, session: Any, now: datetime | None = None) -> Envi
     autoscaling = session.client("autoscaling", config=_RETRIES)
     ec2 = session.client("ec2", config=_RETRIES)
     cloudwatch = session.client("cloudwatch", config=_RETRIES)
-    wanted = {names.asg_name(f.name): f.name for f in env.fleets}
+    # Slurm fleets have no group: PCS launches their nodes (their jobs: gpu-platform job list, squeue).
+    wanted = {names.asg_name(f.name): f.name for f in env.fleets if f.scheduler is Scheduler.NONE}
     groups = {
         g["AutoScalingGroupName"]: g
         for g in _pages(

@@ -10,7 +10,7 @@ from aws_cdk import aws_codebuild as codebuild
 from constructs import Construct
 
 from config import Environment
-from config.fleets import FleetRole
+from config.fleets import FleetRole, Scheduler
 from config.pipeline_schema import Pipeline, PipelineRoles
 from config.sharing import ImageSharing
 from gpu_constructs.pipeline.pipeline_acknowledgments import acknowledge_pipeline_grants
@@ -143,7 +143,8 @@ class PipelineStack(Stack):
         """The FabricCheck step of ``env``, after its read-only check; its stage made the role the step assumes."""
         if stage.fleets.fabric_check_role is None:
             raise TypeError(f"{env.name}: fabric_check lists it but its Fleets stack has no fabric check role")
-        training = [f.name for f in env.fleets if f.role is FleetRole.TRAINING]
+        # The Auto Scaling training fleets: a Slurm fleet's fabric is tested as a Slurm job (docs/operations.md).
+        training = [f.name for f in env.fleets if f.role is FleetRole.TRAINING and f.scheduler is Scheduler.NONE]
         step = fabric_check(
             self,
             environment=env.name,

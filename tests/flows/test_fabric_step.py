@@ -61,7 +61,8 @@ def test_an_environment_without_a_training_fleet_is_one_line(tmp_path: Path, mon
     with pytest.raises(ConfigError) as info:
         fabric_check_trust(load_environment("staging", folder), folder)
     assert info.value.lines == [
-        f"{PIPELINE_FILE}: fabric_check[1]: 'staging' has no training fleet to check; fix: remove it from "
+        f"{PIPELINE_FILE}: fabric_check[1]: 'staging' has no training fleet to check (on an Auto Scaling group: a Slurm "
+        "fleet's fabric is tested as a Slurm job); fix: remove it from "
         "fabric_check, or add a fleet with role: training to config/staging.yaml"
     ]
 
@@ -72,7 +73,8 @@ def test_the_app_exits_2_with_that_line(tmp_path: Path) -> None:
     result = run_app_process({**cdk_json_context(), "env": "dev", "config_dir": str(folder)}, tmp_path / "out")
     assert_config_failure(
         result,
-        f"{folder / PIPELINE_FILE}: fabric_check[0]: 'dev' has no training fleet to check; fix: remove it from "
+        f"{folder / PIPELINE_FILE}: fabric_check[0]: 'dev' has no training fleet to check (on an Auto Scaling group: a Slurm "
+        "fleet's fabric is tested as a Slurm job); fix: remove it from "
         "fabric_check, or add a fleet with role: training to config/dev.yaml",
     )
 
