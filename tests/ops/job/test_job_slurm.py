@@ -139,7 +139,7 @@ def job(capsys: pytest.CaptureFixture[str], subcommand: str, *args: str) -> tupl
 def test_run_submits_the_template_as_the_user_to_the_fleets_partition(login: FakeLogin, capsys) -> None:
     code, out, err = job(
         capsys, "run", "--fleet", "training", "--nodes", "2", "--name", "bert-base", "--as-user", "alice",
-        "--", "python3", "/fsx/code/train_ddp.py", "--epochs", "3",
+        "--", "python3", "/fsx/code/train_ddp.py", "--steps", "2000",
     )  # fmt: skip
     assert (code, out) == (0, "17\n"), err
     assert "submitting to Slurm partition training as alice (account vision)" in err
@@ -153,7 +153,7 @@ def test_run_submits_the_template_as_the_user_to_the_fleets_partition(login: Fak
         "runuser -u alice -- mkdir -p /fsx/jobs/bert-base",
         "runuser -u alice -- sbatch --parsable --partition=training --account=vision --nodes=2 --job-name=bert-base "
         "--chdir=/fsx/jobs/bert-base --output=/fsx/jobs/bert-base/%x-%j.out "
-        "--export=ALL,TRAIN_SCRIPT=/fsx/code/train_ddp.py /opt/gpu-platform/examples/train_ddp.sbatch --epochs 3",
+        "--export=ALL,TRAIN_SCRIPT=/fsx/code/train_ddp.py /opt/gpu-platform/examples/train_ddp.sbatch --steps 2000",
     ]
 
 
