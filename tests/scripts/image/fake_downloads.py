@@ -60,6 +60,8 @@ def _served(url: str, state: dict) -> bytes | None:
     name = url.rsplit("/", 1)[1]
     if name in state.get("pcs_unpublished", []) or name.removesuffix(".sig") in state.get("pcs_unpublished", []):
         return None
+    if KEY_URL.match(url) and "pcs_key_file" in state:  # what the bucket served instead of a key
+        return str(state["pcs_key_file"]).encode()
     if KEY_URL.match(url):
         keys = [state.get("pcs_key", PCS_KEY), *state.get("pcs_extra_keys", [])]  # one file may hold several keys
         lines = "".join(f"fpr:{key}\n" for key in keys)
@@ -91,13 +93,19 @@ def curl(args: list[str]) -> int:
 
 
 def _fingerprints(path: str) -> list[str]:
-    """The primary keys' fingerprints of a key file, in order."""
-    return re.findall(r"^fpr:(\w+)$", Path(path).read_text(), re.MULTILINE) or [SIGNING_KEY]
+    """The primary keys' fingerprints of a key file, in order; none where it is not a key."""
+    text = Path(path).read_text()
+    if "PGP PUBLIC KEY" not in text and "fake" not in text:
+        return []
+    return re.findall(r"^fpr:(\w+)$", text, re.MULTILINE) or [SIGNING_KEY]
 
 
 def gpg(args: list[str]) -> int:
     """``--dearmor -o OUT [IN]`` keeps the key's text (and so its fingerprint); ``--show-keys`` lists it."""
     if "--show-keys" in args:  # --with-colons: a pub record, then its fingerprint, per key
+        if not _fingerprints(args[-1]):
+            print("gpg: no valid OpenPGP data found.", file=sys.stderr)
+            return 2
         for key in _fingerprints(args[-1]):
             print(f"pub:-:4096:1:{key[-16:]}:1700000000:::-:::scESC::::::23::0:")
             print(f"fpr:::::::::{key}:")

@@ -32,7 +32,8 @@ PHASES = ("build", "validate", "test")
 
 def _system(tmp_path: Path, *, agent: str | None = None, slurm: str | None = None, **repository: Any) -> FakeSystem:
     """A parent with the given PCS software (VERSION-RELEASE, None: none), and a repository changed by
-    ``repository`` (fake_downloads.py: pcs_unpublished, pcs_tampered, pcs_key, pcs_extra_keys, pcs_signer)."""
+    ``repository`` (fake_downloads.py: pcs_unpublished, pcs_tampered, pcs_key, pcs_extra_keys, pcs_signer,
+    pcs_key_file)."""
     system = FakeSystem(tmp_path, Parent(installed={}, offered={}, pcs_agent=agent, pcs_slurm=slurm))
     state = json.loads(system.state.read_text())
     state.update(repository, log=[])  # the parent's own installs are not the build's
@@ -119,6 +120,13 @@ def test_a_key_that_is_not_aws_pcss_stops_the_build(tmp_path: Path) -> None:
     assert _one_line_failure(_system(tmp_path, pcs_key=other)) == (
         f"ERROR: the key file at aws-pcs-repo-public-keys-us-east-1 holds 1 key(s) ({other}), not AWS PCS's signing "
         f"key {PCS_KEY} alone; nothing was installed"
+    )
+
+
+def test_a_key_file_that_is_no_key_stops_the_build_in_one_line(tmp_path: Path) -> None:
+    system = _system(tmp_path, pcs_key_file="<Error><Code>AccessDenied</Code></Error>")
+    assert _one_line_failure(system) == (
+        "ERROR: the key file at aws-pcs-repo-public-keys-us-east-1 is not an OpenPGP key; nothing was installed"
     )
 
 
