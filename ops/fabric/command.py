@@ -120,7 +120,7 @@ def run_fabric_test(
     try:
         folder = config_dir or CONFIG_DIR
         environment = load_environment(env, folder)
-        spec = _training_fleet(environment, env, fleet)
+        spec = _training_fleet(environment, display_path(folder / f"{env}.yaml"), fleet)
         aws = Aws(session or open_session(environment.region))
         context = JobContext(environment, aws, display_path(folder / f"{env}.yaml"))
         chosen = jobs.fleet_nodes(context, spec)[: nodes or None]
@@ -146,11 +146,20 @@ def run_fabric_test(
     return result.exit_code
 
 
-def _training_fleet(environment: Any, env: str, fleet: str) -> Any:
+def _training_fleet(environment: Any, shown: str, fleet: str) -> Any:
+    """The training fleet ``fleet`` on an Auto Scaling group (a Slurm fleet's fabric is tested as a Slurm job)."""
     spec = next((f for f in environment.fleets if f.name == fleet), None)
-    if spec is None or spec.role is not Role.TRAINING:
-        known = ", ".join(f.name for f in environment.fleets if f.role is Role.TRAINING) or "none"
-        raise ConfigError([f"config/{env}.yaml: fleets: {fleet!r} is not a training fleet; fix: use one of {known}"])
+    if spec is None or spec.role is not Role.TRAINING or spec.scheduler.value == "slurm":
+        known = ", ".join(
+            f.name for f in environment.fleets if f.role is Role.TRAINING and f.scheduler.value != "slurm"
+        )
+        slurm = spec is not None and spec.scheduler.value == "slurm"
+        what = (
+            "is a Slurm fleet (test its fabric as a Slurm job: sbatch nccl-tests)"
+            if slurm
+            else "is not a training fleet"
+        )
+        raise ConfigError([f"{shown}: fleets: {fleet!r} {what}; fix: use one of {known or 'none'}"])
     return spec
 
 
