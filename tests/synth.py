@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The environments the suite asserts against (tests/fixtures/config/README.md); the shipped
 #: config/ is read only by the snapshot tests and tests/config/test_shipped_configs.py.
 TEST_CONFIG_DIR = Path(os.environ.get("GPU_PLATFORM_TEST_CONFIG_DIR") or ROOT / "tests" / "fixtures" / "config")
+#: The Slurm test environment (hpc: Slurm fleets on AWS PCS beside an Auto Scaling fleet): fixed, whatever
+#: GPU_PLATFORM_TEST_CONFIG_DIR points the rest of the suite at.
+SLURM_DIR = ROOT / "tests" / "fixtures" / "config" / "slurm"
 
 
 def cdk_json_context() -> dict[str, Any]:

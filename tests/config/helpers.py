@@ -3,6 +3,7 @@ or a run of app.py gives, the shipped pipeline config's data and writing one."""
 
 from __future__ import annotations
 
+import copy
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ import yaml
 import config
 from config.loader import CONFIG_DIR
 from config.pipeline_schema import PIPELINE_FILE
-from tests.synth import TEST_CONFIG_DIR
+from tests.synth import SLURM_DIR, TEST_CONFIG_DIR
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -109,3 +110,18 @@ def write_config(
     path.parent.mkdir(exist_ok=True)
     path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
+
+
+def slurm_pair(*, builder_has_slurm: bool = True) -> dict[str, dict[str, Any]]:
+    """The Slurm test environment (hpc) building its image for a copy of itself (hpc2: its own account and CIDR,
+    ``build: false``); with ``builder_has_slurm`` false, hpc keeps its Auto Scaling fleet and its PCS pins only."""
+    hpc = yaml.safe_load((SLURM_DIR / "hpc.yaml").read_text(encoding="utf-8"))
+    hpc2 = copy.deepcopy(hpc)
+    hpc2.update(name="hpc2", account="555555555555", image={"build": False})
+    hpc2["tags"] = {**hpc2["tags"], "Environment": "hpc2"}
+    hpc2["network"] = {**hpc2["network"], "vpc_cidr": "10.41.0.0/16"}
+    hpc["image"]["share_with"] = ["hpc2"]
+    if not builder_has_slurm:
+        hpc["fleets"] = [f for f in hpc["fleets"] if f.get("scheduler") != "slurm"]
+        del hpc["slurm"]
+    return {"hpc": hpc, "hpc2": hpc2}

@@ -11,10 +11,7 @@ import yaml
 
 from config import load_environment
 from tests.config.helpers import load_error, valid_dev, write_env
-from tests.synth import ROOT
-
-#: The Slurm test environment: fixed, whatever GPU_PLATFORM_TEST_CONFIG_DIR points the rest of the suite at.
-SLURM_DIR = ROOT / "tests" / "fixtures" / "config" / "slurm"
+from tests.synth import SLURM_DIR
 
 
 def hpc(**versions: str | None) -> dict[str, Any]:

@@ -7,7 +7,6 @@ every file of the folder.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,7 @@ import config
 from config.loader import CONFIG_DIR
 from config.sharing import AmiSource, AmiTarget, ImageSharing
 from tests.app_runs import run_app
-from tests.config.helpers import write_env
-from tests.synth import ROOT
+from tests.config.helpers import slurm_pair, write_env
 
 Configs = dict[str, dict[str, Any]]
 Change = Callable[[Configs], None]
@@ -208,19 +206,8 @@ def test_app_exits_2_when_the_environments_it_shares_with_have_no_file(tmp_path:
 # --- a receiving environment with a PCS cluster -------------------------------------------------------------------
 
 
-def _hpc_pair(tmp_path: Path) -> tuple[Path, Configs]:
-    """The Slurm test environment building for a copy of itself (hpc2, its own account and CIDR)."""
-    hpc = yaml.safe_load((ROOT / "tests" / "fixtures" / "config" / "slurm" / "hpc.yaml").read_text(encoding="utf-8"))
-    hpc2 = copy.deepcopy(hpc)
-    hpc2.update(name="hpc2", account="555555555555", image={"build": False})
-    hpc2["tags"] = {**hpc2["tags"], "Environment": "hpc2"}
-    hpc2["network"] = {**hpc2["network"], "vpc_cidr": "10.41.0.0/16"}
-    hpc["image"]["share_with"] = ["hpc2"]
-    return tmp_path, {"hpc": hpc, "hpc2": hpc2}
-
-
 def test_a_slurm_environment_gets_an_ami_of_its_clusters_slurm(tmp_path: Path) -> None:
-    folder, configs = _hpc_pair(tmp_path)
+    folder, configs = tmp_path, slurm_pair()
     write_all(folder, configs)
     assert config.load_platform(config_dir=folder).sharing("hpc2").source is not None  # the same Slurm: valid
     configs["hpc2"]["slurm"]["slurm_version"] = "25.05"
@@ -231,14 +218,8 @@ def test_a_slurm_environment_gets_an_ami_of_its_clusters_slurm(tmp_path: Path) -
     ]
 
 
-def _without_slurm(builder: dict[str, Any]) -> None:
-    builder["fleets"] = [f for f in builder["fleets"] if f.get("scheduler") != "slurm"]
-    del builder["slurm"]
-
-
 def test_a_builder_without_a_cluster_of_its_own_builds_pcs_software_for_its_slurm_receivers(tmp_path: Path) -> None:
-    folder, configs = _hpc_pair(tmp_path)
-    _without_slurm(configs["hpc"])
+    folder, configs = tmp_path, slurm_pair(builder_has_slurm=False)
     write_all(folder, configs)
     assert config.load_platform(config_dir=folder).environments["hpc"].image.versions["PcsSlurmVersion"]  # valid
     pins = configs["hpc"]["image"]["versions"]
@@ -271,8 +252,7 @@ def test_pcs_pins_where_no_environment_runs_slurm_are_refused(tmp_path: Path) ->
 
 
 def test_a_builder_outside_pcs_regions_cannot_download_pcs_software(tmp_path: Path) -> None:
-    folder, configs = _hpc_pair(tmp_path)
-    _without_slurm(configs["hpc"])
+    folder, configs = tmp_path, slurm_pair(builder_has_slurm=False)
     builder = configs["hpc"]
     builder.update(region="ap-east-1", availability_zones=["ap-east-1a", "ap-east-1b"])
     builder["storage"]["file_system"]["availability_zone"] = "ap-east-1a"

@@ -22,10 +22,8 @@ from config import load_environment
 from config.fleets import Fleet, node_group_plans
 from config.slurm import CLUSTER_SIZES, LATEST_SLURM_VERSION, PCS_REGIONS, SLURM_VERSIONS
 from tests.config.helpers import load_error, write_env
-from tests.synth import ROOT
+from tests.synth import SLURM_DIR
 
-#: The Slurm test environment: fixed, whatever GPU_PLATFORM_TEST_CONFIG_DIR points the rest of the suite at.
-SLURM_DIR = ROOT / "tests" / "fixtures" / "config" / "slurm"
 BLOCK = {"id": "cr-0fedcba9876543210", "start": "2026-12-01T11:30:00Z", "end": "2026-12-03T11:30:00Z"}
 
 

@@ -9,6 +9,7 @@ import pytest
 from config.changes import unsafe_changes
 from config.loader import CONFIG_DIR, load_environment
 from config.schema import Environment
+from tests.synth import SLURM_DIR
 
 
 def _env(name: str = "dev") -> Environment:
@@ -103,9 +104,8 @@ def test_relinking_a_directory_or_prefix_is_refused_adding_one_is_not() -> None:
 
 
 def _slurm_env() -> Environment:
-    from pathlib import Path
 
-    return load_environment(Path(__file__).resolve().parents[1] / "fixtures" / "config" / "slurm" / "hpc.yaml")
+    return load_environment(SLURM_DIR / "hpc.yaml")
 
 
 def test_a_slurm_cluster_size_change_replaces_the_cluster_and_its_accounting() -> None:

@@ -16,7 +16,7 @@ from moto.ec2.models import ec2_backends
 
 from ops.status_command import NO_CREDENTIALS, status_command
 from tests.ops.helpers import moto_session
-from tests.synth import ROOT, TEST_CONFIG_DIR
+from tests.synth import SLURM_DIR, TEST_CONFIG_DIR
 
 ACCOUNT = "111111111111"  # tests/fixtures/config/dev.yaml
 REGION = "us-east-1"
@@ -252,9 +252,8 @@ def test_config_error_exit_2(capsys, tmp_path):
 
 def test_a_slurm_fleet_is_not_looked_for_as_an_auto_scaling_group(capsys, monkeypatch):
     """PCS launches a Slurm fleet's nodes: no group to find, so no 'not found' error for it (its jobs: job list)."""
-    folder = ROOT / "tests" / "fixtures" / "config" / "slurm"
     with moto_session(monkeypatch, account="444444444444", region=REGION) as session:
-        code = status_command("hpc", json_out=True, config_dir=folder, session=session)
+        code = status_command("hpc", json_out=True, config_dir=SLURM_DIR, session=session)
     status = json.loads(capsys.readouterr().out)
     assert [f["name"] for f in status["fleets"]] == ["inference"]  # the Auto Scaling fleet only
     assert code == 1 and all("training" not in f["message"] for f in status["findings"])

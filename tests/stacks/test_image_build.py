@@ -9,11 +9,8 @@ dev (tests/fixtures/config), which has no Slurm.
 
 from __future__ import annotations
 
-import copy
 from functools import cache
 from typing import Any
-
-import yaml
 
 from config import Environment, load_platform
 from config.catalog import get_instance_type
@@ -21,8 +18,9 @@ from config.image import COMPONENTS
 from config.naming import ResourceNames
 from gpu_constructs.image.component import strip_leading_comments
 from stacks import image_build
+from tests.config.helpers import slurm_pair, write_env
 from tests.gpu_constructs.helpers import bare_stack, template
-from tests.synth import ROOT
+from tests.synth import ROOT, SLURM_DIR
 
 KMS_KEY = "arn:aws:kms:us-east-1:111111111111:key/k"
 
@@ -48,7 +46,7 @@ def _recipe(resources: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]],
 
 
 def test_a_slurm_environment_s_image_carries_the_pcs_component_after_the_agents() -> None:
-    env, resources = _image("tests/fixtures/config/slurm", "hpc")
+    env, resources = _image(str(SLURM_DIR), "hpc")
     order, _, description = _recipe(resources)
     prefix = ResourceNames.of(env).prefix
     assert order == [f"{prefix}-{key}" for key in COMPONENTS.recipe_order(slurm=True)]
@@ -60,7 +58,7 @@ def test_a_slurm_environment_s_image_carries_the_pcs_component_after_the_agents(
 
 
 def test_the_pcs_component_gets_the_config_s_pins_of_the_cluster_s_slurm_and_the_build_s_region() -> None:
-    env, resources = _image("tests/fixtures/config/slurm", "hpc")
+    env, resources = _image(str(SLURM_DIR), "hpc")
     order, steps, _ = _recipe(resources)
     step = steps[order.index(f"{ResourceNames.of(env).prefix}-pcs-slurm")]
     given = {p["Name"]: p["Value"] for p in step["Parameters"]}
@@ -88,16 +86,8 @@ def test_an_environment_without_slurm_has_the_image_it_had() -> None:
 
 def test_a_builder_without_slurm_builds_the_pcs_component_for_the_slurm_environment_it_builds_for(tmp_path) -> None:
     """The builder needs no PCS cluster of its own: its pins (config/sharing.py) put the component in its recipe."""
-    hpc = yaml.safe_load((ROOT / "tests/fixtures/config/slurm/hpc.yaml").read_text(encoding="utf-8"))
-    receiver = copy.deepcopy(hpc)
-    receiver.update(name="hpc2", account="555555555555", image={"build": False})
-    receiver["tags"] = {**receiver["tags"], "Environment": "hpc2"}
-    receiver["network"] = {**receiver["network"], "vpc_cidr": "10.41.0.0/16"}
-    hpc["fleets"] = [f for f in hpc["fleets"] if f.get("scheduler") != "slurm"]
-    del hpc["slurm"]
-    hpc["image"]["share_with"] = ["hpc2"]
-    for env in (hpc, receiver):
-        (tmp_path / f"{env['name']}.yaml").write_text(yaml.safe_dump(env, sort_keys=False), encoding="utf-8")
+    for name, data in slurm_pair(builder_has_slurm=False).items():
+        write_env(tmp_path, name, data)
     env, resources = _image(str(tmp_path), "hpc")
     order, _, description = _recipe(resources)
     assert env.slurm is None

@@ -11,14 +11,13 @@ import pytest
 
 from config.changes import unsafe_changes
 from config.loader import load_environment
-from tests.synth import ROOT, Synth, synthesize_once
+from tests.synth import SLURM_DIR, Synth, synthesize_once
 from tests.update.checks import check_in_place, environment_of, in_use
 from tests.update.edits import IN_PLACE, Edit
 from tests.update.replacements import Templates, consumers_left_behind, replacements
 from tests.update.slurm_edits import SLURM_IN_PLACE, SLURM_REFUSED
 from tests.update.synth_edit import read_config, synth_edited, templates_of
 
-SLURM_DIR = ROOT / "tests" / "fixtures" / "config" / "slurm"
 ENV = "hpc"
 
 

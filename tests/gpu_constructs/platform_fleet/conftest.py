@@ -9,9 +9,7 @@ from aws_cdk import App
 from config import load_platform
 from config.pipeline_schema import pipeline_roles
 from stacks.platform_stage import PlatformStage
-from tests.synth import ROOT, cdk_json_context
-
-SLURM_DIR = ROOT / "tests" / "fixtures" / "config" / "slurm"
+from tests.synth import SLURM_DIR, cdk_json_context
 
 
 @pytest.fixture(scope="module")

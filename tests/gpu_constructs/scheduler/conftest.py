@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.gpu_constructs.scheduler.helpers import ENV, SLURM_DIR
-from tests.synth import StackTemplate, Synth, synthesize_once
+from tests.gpu_constructs.scheduler.helpers import ENV
+from tests.synth import SLURM_DIR, StackTemplate, Synth, synthesize_once
 
 
 @pytest.fixture(scope="session")

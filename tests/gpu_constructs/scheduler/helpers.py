@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.synth import ROOT, StackTemplate, Synth
+from tests.synth import StackTemplate, Synth
 
-#: The Slurm test environment: fixed, whatever GPU_PLATFORM_TEST_CONFIG_DIR points the rest of the suite at.
-SLURM_DIR = ROOT / "tests" / "fixtures" / "config" / "slurm"
 ENV = "hpc"
 
 

@@ -17,8 +17,9 @@ from config.loader import ConfigError, load_environment
 from ops.cost.command import cost_command
 from ops.cost.prices import PRICES_PATH, PriceTable, load_prices
 from ops.cost.report import estimate
+from tests.synth import SLURM_DIR
 
-SLURM = Path(__file__).resolve().parents[2] / "fixtures" / "config" / "slurm"
+SLURM = SLURM_DIR
 NOWHERE = Path("/nonexistent-cdk-out")
 #: Test figures (USD per hour), chosen to make the arithmetic plain; not AWS's prices.
 CONTROLLER_SMALL, ACCOUNTING_SMALL, NODE_FEE = 2.00, 0.25, 0.01

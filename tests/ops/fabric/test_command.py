@@ -24,7 +24,7 @@ from ops.fabric import command as fabric_command
 from ops.fabric.command import bench_command, fabric_test, run_fabric_test
 from tests.ops.fabric.fakes import DOCUMENT, FakeNodes, deploy_training, run
 from tests.ops.helpers import config_dir
-from tests.synth import ROOT
+from tests.synth import SLURM_DIR
 
 
 def _starts(fake: FakeNodes) -> list[dict[str, Any]]:
@@ -163,8 +163,7 @@ def test_an_inference_fleet_is_refused(aws, capsys, tmp_path) -> None:
 
 
 def test_a_slurm_fleet_is_refused_naming_the_file_it_was_read_from(aws, capsys) -> None:
-    folder = ROOT / "tests" / "fixtures" / "config" / "slurm"
-    code = run_fabric_test("hpc", "training", config_dir=folder, session=aws)
+    code = run_fabric_test("hpc", "training", config_dir=SLURM_DIR, session=aws)
     err = capsys.readouterr().err
     assert code == 2 and "hpc.yaml: fleets: 'training' is a Slurm fleet (test its fabric as a Slurm job" in err
 

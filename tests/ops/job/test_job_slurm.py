@@ -23,9 +23,9 @@ from ops.job.slurm_cli import check_ssm_run
 from ops.job.slurm_login import caller_name
 from ops.preflight.aws import Aws
 from tests.ops.helpers import moto_session, run_cli
-from tests.synth import ROOT, TEST_CONFIG_DIR
+from tests.synth import SLURM_DIR, TEST_CONFIG_DIR
 
-CONFIG_DIR = ROOT / "tests" / "fixtures" / "config" / "slurm"
+CONFIG_DIR = SLURM_DIR
 ACCOUNT, REGION, ENV = "444444444444", "us-east-1", "hpc"
 FIXTURES = Path(__file__).with_name("fixtures") / "slurm"
 CLUSTER = {"name": "hpc", "id": "pcs_cluster01", "arn": f"arn:aws:pcs:{REGION}:{ACCOUNT}:cluster/pcs_cluster01"}
