@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
@@ -269,27 +270,31 @@ def _version_problem(key: str, version: Any) -> str | None:
 
 
 def slurm_version_problems(image: Image, slurm_version: str | None) -> list[str]:
-    """``@image.versions...`` problems of the AWS PCS pins (``SLURM_VERSION_PARAMETERS``) of a building environment
-    with a ``slurm:`` section (``slurm_version``, its cluster's Slurm): required, and ``PcsSlurmVersion`` a build of
-    the cluster's Slurm (PCS nodes run the controller's). Without one, the environments it builds for decide
-    (config/sharing.py)."""
+    """``pcs_pin_problems`` of a builder with a ``slurm:`` section (without: config/sharing.py decides)."""
     if not image.build or slurm_version is None:
         return []  # a receiving environment sets no versions (BUILD_FIELDS)
-    missing = [key for key in SLURM_VERSION_PARAMETERS if key not in image.versions]
+    runs = f"slurm.slurm_version is {slurm_version!r}"
+    return pcs_pin_problems(image.versions, slurm_version, runs, or_else=", or change slurm.slurm_version")
+
+
+def pcs_pin_problems(versions: Mapping[str, str], slurm_version: str, runs: str, or_else: str = "") -> list[str]:
+    """``@image.versions...`` lines where an image whose nodes run ``slurm_version`` (``runs`` says whose) lacks AWS
+    PCS's pins (``SLURM_VERSION_PARAMETERS``) or pins a Slurm build of another version (``or_else``: another fix)."""
+    missing = [key for key in SLURM_VERSION_PARAMETERS if key not in versions]
     if missing:
         examples = {**SLURM_VERSION_EXAMPLES, "PcsSlurmVersion": f"{slurm_version}.N-R"}
         pins = ", ".join(f"{key}: '{examples[key]}'" for key in missing)
         return [
-            f"@image.versions: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing, and an environment "
-            f"with a slurm section builds its image with AWS PCS's agent and Slurm {slurm_version}; fix: pin "
-            f"{'it' if len(missing) == 1 else 'them'} beside the other versions, e.g. {pins} (releases as AWS names "
-            f"its installers: aws-pcs-agent-v1.3.1-1.tar.gz, aws-pcs-slurm-{slurm_version}-installer-{slurm_version}.N-R.tar.gz)"
+            f"@image.versions: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing, and {runs}: "
+            f"the image carries AWS PCS's agent and Slurm {slurm_version}; fix: pin {'it' if len(missing) == 1 else 'them'} "
+            f"beside the other versions, e.g. {pins} (releases as AWS names its installers: "
+            f"aws-pcs-agent-v1.3.1-1.tar.gz, aws-pcs-slurm-{slurm_version}-installer-{slurm_version}.N-R.tar.gz)"
         ]
-    release = image.versions["PcsSlurmVersion"]
+    release = versions["PcsSlurmVersion"]
     if release.rsplit(".", 1)[0] != slurm_version:
         return [
             f"@image.versions.PcsSlurmVersion: {release!r} is AWS PCS's Slurm {release.rsplit('.', 1)[0]} installer, "
-            f"but slurm.slurm_version is {slurm_version!r} and PCS nodes run their cluster's Slurm; fix: pin a release "
-            f"of aws-pcs-slurm-{slurm_version}-installer, or change slurm.slurm_version"
+            f"but {runs} and PCS nodes run their cluster's Slurm; fix: pin a release of "
+            f"aws-pcs-slurm-{slurm_version}-installer{or_else}"
         ]
     return []

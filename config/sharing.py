@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from config.image import SLURM_VERSION_PARAMETERS
+from config.image import SLURM_VERSION_PARAMETERS, pcs_pin_problems
 from config.naming import ResourceNames
 from config.schema import Environment
 from config.slurm import PCS_REGIONS
@@ -153,7 +153,6 @@ def _slurm_image_problems(
         builder = environments[name]
         users = [n for n in [name, *sorted(r for r, b in received_from.items() if name in b)] if environments[n].slurm]
         versions = {n: environments[n].slurm.slurm_version for n in users}  # type: ignore[union-attr]
-        pin = builder.image.versions.get("PcsSlurmVersion")
         if not users:
             problems += [
                 f"{shown[name]}: image.versions.{key}: set, but neither {name!r} nor an environment it builds for has a "
@@ -175,21 +174,10 @@ def _slurm_image_problems(
             )
         elif builder.slurm is None:
             (version,) = set(versions.values())
-            missing = [key for key in SLURM_VERSION_PARAMETERS if key not in builder.image.versions]
-            if missing:
-                problems.append(
-                    f"{shown[name]}: image.versions: {', '.join(missing)} missing, and {' and '.join(users)} "
-                    f"{'runs' if len(users) == 1 else 'run'} Slurm {version} on the image it builds; fix: pin AWS PCS's agent and a release of "
-                    f"aws-pcs-slurm-{version}-installer (e.g. PcsAgentVersion: '1.3.1-1', PcsSlurmVersion: "
-                    f"'{version}.N-R')"
-                )
-            elif pin is not None and pin.rsplit(".", 1)[0] != version:
-                problems.append(
-                    f"{shown[name]}: image.versions.PcsSlurmVersion: {pin!r} is AWS PCS's Slurm "
-                    f"{pin.rsplit('.', 1)[0]} installer, but {' and '.join(users)} {'runs' if len(users) == 1 else 'run'} "
-                    f"Slurm {version}; fix: pin a "
-                    f"release of aws-pcs-slurm-{version}-installer"
-                )
+            runs = f"{' and '.join(users)} {'runs' if len(users) == 1 else 'run'} Slurm {version} on it"
+            problems += [
+                f"{shown[name]}: {line[1:]}" for line in pcs_pin_problems(builder.image.versions, version, runs)
+            ]
     return problems
 
 

@@ -32,8 +32,8 @@ CASES = [
     pytest.param(
         "hpc",
         hpc(PcsAgentVersion=None, PcsSlurmVersion=None),
-        "hpc.yaml: image.versions: PcsAgentVersion, PcsSlurmVersion are missing, and an environment with a slurm "
-        "section builds its image with AWS PCS's agent and Slurm 26.05; fix: pin them beside the other versions, e.g. "
+        "hpc.yaml: image.versions: PcsAgentVersion, PcsSlurmVersion are missing, and slurm.slurm_version is '26.05': "
+        "the image carries AWS PCS's agent and Slurm 26.05; fix: pin them beside the other versions, e.g. "
         "PcsAgentVersion: '1.3.1-1', PcsSlurmVersion: '26.05.N-R' (releases as AWS names its installers: "
         "aws-pcs-agent-v1.3.1-1.tar.gz, aws-pcs-slurm-26.05-installer-26.05.N-R.tar.gz)",
         id="slurm-without-pcs-pins",

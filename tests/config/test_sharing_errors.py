@@ -227,15 +227,17 @@ def test_a_builder_without_a_cluster_of_its_own_builds_pcs_software_for_its_slur
     write_all(folder, configs)
     assert platform_error(folder) == [
         f"{folder / 'hpc.yaml'}: image.versions.PcsSlurmVersion: '25.05.5-1' is AWS PCS's Slurm 25.05 installer, but "
-        "hpc2 runs Slurm 26.05; fix: pin a release of aws-pcs-slurm-26.05-installer"
+        "hpc2 runs Slurm 26.05 on it and PCS nodes run their cluster's Slurm; fix: pin a release of "
+        "aws-pcs-slurm-26.05-installer"
     ]
     for pin in ("PcsAgentVersion", "PcsSlurmVersion"):
         del pins[pin]
     write_all(folder, configs)
     assert platform_error(folder) == [
-        f"{folder / 'hpc.yaml'}: image.versions: PcsAgentVersion, PcsSlurmVersion missing, and hpc2 runs Slurm 26.05 "
-        "on the image it builds; fix: pin AWS PCS's agent and a release of aws-pcs-slurm-26.05-installer (e.g. "
-        "PcsAgentVersion: '1.3.1-1', PcsSlurmVersion: '26.05.N-R')"
+        f"{folder / 'hpc.yaml'}: image.versions: PcsAgentVersion, PcsSlurmVersion are missing, and hpc2 runs Slurm "
+        "26.05 on it: the image carries AWS PCS's agent and Slurm 26.05; fix: pin them beside the other versions, e.g. "
+        "PcsAgentVersion: '1.3.1-1', PcsSlurmVersion: '26.05.N-R' (releases as AWS names its installers: "
+        "aws-pcs-agent-v1.3.1-1.tar.gz, aws-pcs-slurm-26.05-installer-26.05.N-R.tar.gz)"
     ]
 
 
