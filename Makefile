@@ -93,17 +93,26 @@ lint-templates:
 	$(VENV)/bin/cfn-lint
 	@echo "cfn-lint: $$(find cdk.out -name '*.template.json' | wc -l) templates clean"
 
-## test: make lint (ruff, bandit, actionlint, zizmor), mypy, node code against the node's Python (scripts/check_node_python.py), then the whole suite on three pytest-xdist workers (work stealing; each synth shared by all of them)
+# The suite on three pytest-xdist workers (work stealing; each synth shared by all of them): what make test and
+# make bench-tests run. Three, not two: the suite waits on timers and daemons, which a third worker fills.
+PYTEST_ARGS := -n 3 --dist worksteal
+
+## test: make test-checks, then the whole suite (pytest -n 3 --dist worksteal: PYTEST_ARGS)
 test: setup
+	$(MAKE) --no-print-directory test-checks
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+## test-checks: what make test runs before the suite: make lint (ruff, bandit, actionlint, zizmor), mypy, the node code against the node's Python (scripts/check_node_python.py)
+.PHONY: test-checks
+test-checks: setup
 	$(MAKE) --no-print-directory lint
 	$(VENV)/bin/mypy config gpu_constructs stacks scripts examples app.py $(wildcard ops)
 	$(PY) scripts/check_node_python.py
-	$(PY) -m pytest -n 3 --dist worksteal
 
 ## test-fast: the suite without the tests marked slow (CLI synth, cfn-lint, the shipped-config copy, timed node flows)
 .PHONY: test-fast
 test-fast: setup
-	$(PY) -m pytest -n 3 --dist worksteal -m "not slow"
+	$(PY) -m pytest $(PYTEST_ARGS) -m "not slow"
 
 ## lint: ruff check, ruff format --check, bandit (pyproject.toml), actionlint and zizmor (offline) on .github/workflows/
 lint: setup
@@ -113,9 +122,20 @@ lint: setup
 	$(VENV)/bin/actionlint
 	$(VENV)/bin/zizmor --offline -q .github/workflows
 
-## bench: full synth wall time against an empty CDK app, measured in the same run
-bench: setup
+## bench: make bench-synth, then make bench-tests; fails when either misses its target
+bench: setup setup-slurm
+	@status=0; $(MAKE) --no-print-directory bench-synth || status=$$?; \
+	$(MAKE) --no-print-directory bench-tests || status=$$?; exit $$status
+
+## bench-synth: full synth wall time against an empty CDK app, measured in the same run (target: at most 2x)
+.PHONY: bench-synth bench-tests
+bench-synth: setup
 	$(PY) scripts/bench_synth.py
+
+## bench-tests: make test once set up, BENCH_RUNS times (default 2): its checks and pytest timed, medians against the targets (pytest <= 90 s, make test <= 120 s), pytest's CPU by test folder
+BENCH_RUNS ?= 2
+bench-tests: setup setup-slurm
+	$(PY) scripts/bench_tests.py --runs $(BENCH_RUNS) --pytest-args "$(PYTEST_ARGS)"
 
 # diff / deploy one environment from a laptop with credentials: make deploy ENV=dev
 # Both synthesize and lint the environment first, then work from that cloud assembly (cdk.out/).
