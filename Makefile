@@ -123,7 +123,7 @@ lint: setup
 	$(VENV)/bin/zizmor --offline -q .github/workflows
 
 ## bench: make bench-synth, then make bench-tests; fails when either misses its target
-bench: setup setup-slurm
+bench: setup
 	@status=0; $(MAKE) --no-print-directory bench-synth || status=$$?; \
 	$(MAKE) --no-print-directory bench-tests || status=$$?; exit $$status
 
@@ -135,7 +135,9 @@ bench-synth: setup
 ## bench-tests: make test once set up, BENCH_RUNS times (default 2): its checks and pytest timed, medians against the targets (pytest <= 90 s, make test <= 120 s), pytest's CPU by test folder
 BENCH_RUNS ?= 2
 bench-tests: setup setup-slurm
-	$(PY) scripts/bench_tests.py --runs $(BENCH_RUNS) --pytest-args "$(PYTEST_ARGS)"
+	$(PY) scripts/bench_tests.py --runs $(BENCH_RUNS) --pytest-args='$(PYTEST_ARGS)' \
+		--checks-command='$(MAKE) --no-print-directory test-checks'
+
 
 # diff / deploy one environment from a laptop with credentials: make deploy ENV=dev
 # Both synthesize and lint the environment first, then work from that cloud assembly (cdk.out/).

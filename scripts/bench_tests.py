@@ -6,9 +6,10 @@ lint, mypy, the node code against the node's Python), then pytest with ``make te
 (``--pytest-args``, the Makefile's PYTEST_ARGS). Wall time and CPU (user + system of every process the part
 started and reaped) are printed per run, their medians against the targets (pytest and the whole ``make test``),
 and where pytest's CPU went, by test folder: this module is also the pytest plugin (``-p scripts.bench_tests``)
-that records each test's CPU in each xdist worker (the worker's own and that of the children it reaped while
-the test ran). What no test holds is the rest: each worker's start and collection, and the jsii runtimes of the
-synths, reaped when the workers exit.
+that records each test's CPU in each xdist worker: the worker's own and that of every process it started, reaped
+or still running (the jsii runtime of its synths, a daemon; read from Linux's /proc) while the test ran. A
+session fixture is counted where it is set up (the first test that asks for it) and apart where it is torn down
+(after each worker's last test); what no test holds is pytest's and its workers' start and collection.
 
 Exit status: 0 when both targets are met, 1 when one is missed, 2 when nothing could be measured (bad input,
 a failed check, a failed test).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import shlex
@@ -43,9 +45,31 @@ MAKE_TEST_TARGET_S = 120.0
 # --- the plugin: loaded in pytest and in each of its xdist workers ------------------------------------------
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _live_children_cpu(pid: int) -> float:
+    """CPU of ``pid``'s children still running (the jsii runtime of a worker's synths, a daemon), their own reaped
+    children's and, around, their live children's: CPU that os.times() counts only once they are reaped."""
+    total = 0.0
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            children = [int(child) for child in listing.read_text().split()]
+        except OSError:  # the thread ended meanwhile
+            continue
+        for child in children:
+            try:
+                fields = Path(f"/proc/{child}/stat").read_text().rpartition(")")[2].split()
+            except OSError:  # the child ended meanwhile: reaped, it is in os.times()
+                continue
+            total += sum(int(value) for value in fields[11:15]) / _TICK + _live_children_cpu(child)
+    return total
+
+
 def _cpu_now() -> float:
+    """This process's CPU and that of all it started, reaped or still running (Linux's /proc)."""
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    return t.user + t.system + t.children_user + t.children_system + _live_children_cpu(os.getpid())
 
 
 _rows: list[tuple[str, float]] = []
@@ -116,11 +140,14 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str], what: str) -> tuple[f
     try:
         done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     except OSError as err:
-        raise BenchError(f"{what} could not start ({err}); fix: run the benchmark through `make bench-tests`") from err
+        raise BenchError(f"{what} could not start ({err}); fix: name a command that exists here") from err
     wall, used = time.perf_counter() - start, _children_cpu() - cpu
     if done.returncode != 0:
         lines = (done.stdout + done.stderr).strip().splitlines() or ["(no output)"]
-        raise BenchError(f"{what} failed (exit {done.returncode}), so nothing was measured: {lines[-1]}")
+        raise BenchError(
+            f"{what} failed (exit {done.returncode}), so nothing was measured: {lines[-1]}; "
+            f"fix: run `{shlex.join(argv)}` to see why, make it pass, then measure"
+        )
     return wall, used
 
 
@@ -145,12 +172,14 @@ def read_report(folder: Path) -> tuple[dict[str, float], dict[str, int]]:
 
 
 def one_run(args: argparse.Namespace) -> Run:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = dict(os.environ)
+    if args.cwd.resolve() != ROOT:  # the plugin is this module, found from the repository (make test's own PATHs)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     checks_s = checks_cpu = 0.0
-    if args.checks_command:
-        checks_s, checks_cpu = timed(shlex.split(args.checks_command), args.cwd, env, args.checks_command)
+    if args.checks:
+        checks_s, checks_cpu = timed(args.checks, args.cwd, env, args.checks_command)
     with tempfile.TemporaryDirectory(prefix="bench-tests-") as report:
-        argv = [sys.executable, "-m", "pytest", "-p", "scripts.bench_tests", *shlex.split(args.pytest_args)]
+        argv = [sys.executable, "-m", "pytest", "-p", "scripts.bench_tests", *args.pytest]
         pytest_s, pytest_cpu = timed(argv, args.cwd, {**env, REPORT_DIR_VAR: report}, "pytest")
         by_folder, tests = read_report(Path(report))
     return Run(checks_s, checks_cpu, pytest_s, pytest_cpu, by_folder, tests)
@@ -168,7 +197,7 @@ def report(runs: list[Run], args: argparse.Namespace) -> list[str]:
     n = len(runs)
     make_test, pytest_s = _median(r.make_test_s for r in runs), _median(r.pytest_s for r in runs)
     pytest_cpu = _median(r.pytest_cpu for r in runs)
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0))
     lines = [
         f"run {i}: checks {r.checks_s:.1f} s ({r.checks_cpu:.1f} s CPU), pytest {r.pytest_s:.1f} s "
         f"({r.pytest_cpu:.1f} s CPU), make test {r.make_test_s:.1f} s"
@@ -179,7 +208,7 @@ def report(runs: list[Run], args: argparse.Namespace) -> list[str]:
         f"  checks  : {_median(r.checks_s for r in runs):6.1f} s ({args.checks_command or 'none'})",
         f"  pytest  : {pytest_s:6.1f} s, median of {n} ({_verdict(pytest_s, args.pytest_target)}); "
         f"{pytest_cpu:.1f} s of CPU on {cores} cores: no faster than {pytest_cpu / cores:.1f} s here",
-        f"where pytest's CPU went (median of {n} per folder; a test's own and its reaped children's):",
+        f"where pytest's CPU went (median of {n} per folder; a test's own and that of all it started meanwhile):",
     ]
     folders = {name for r in runs for name in r.by_folder}
     cpu = {name: _median(r.by_folder.get(name, 0.0) for r in runs) for name in folders}
@@ -190,10 +219,8 @@ def report(runs: list[Run], args: argparse.Namespace) -> list[str]:
     rest = ranked[args.top :]
     if rest:
         lines.append(f"  {sum(cpu[name] for name in rest):7.1f} s {'':11} {len(rest)} other folders")
-    lines.append(
-        f"  {pytest_cpu - sum(cpu.values()):7.1f} s {'':11} in no test: the workers' start and collection, "
-        "the jsii runtimes of the synths (reaped as the workers exit)"
-    )
+    elsewhere = _median(r.pytest_cpu - sum(r.by_folder.values()) for r in runs)
+    lines.append(f"  {elsewhere:7.1f} s {'':11} in no test: pytest's and its workers' start and collection")
     return lines
 
 
@@ -217,6 +244,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         raise BenchError(f"--top must be 0 or more (got {args.top})")
     if not args.cwd.is_dir():
         raise BenchError(f"--cwd {args.cwd}: no such folder; fix: name the repository (or leave --cwd out)")
+    for name in ("pytest_target", "make_test_target"):
+        if not 0 < getattr(args, name) < math.inf:
+            raise BenchError(
+                f"--{name.replace('_', '-')} must be a number of seconds above 0 (got {getattr(args, name)})"
+            )
+    try:
+        args.pytest, args.checks = shlex.split(args.pytest_args), shlex.split(args.checks_command)
+    except ValueError as err:
+        raise BenchError(f"--pytest-args or --checks-command: {err}; fix: quote as a shell would") from err
+    if args.checks_command and not args.checks:
+        raise BenchError("--checks-command is blank; fix: name the command, or pass '' for none")
     return args
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from scripts.bench_tests import folder_of, main
-from tests.synth import ROOT
 
-BENCH = ROOT / "scripts" / "bench_tests.py"
-# One folder burns CPU, the other sleeps: the report must rank the first above the second.
+BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench_tests.py"
+# One folder burns CPU in the test's process, one in a process it starts and leaves running (as a worker leaves its
+# jsii runtime), one sleeps: the report must count the first two and rank the third last.
 BUSY = """
 import time
 
@@ -32,10 +32,32 @@ def test_idle(daemon):
 def test_idle_too():
     time.sleep(0.1)
 """
+SPAWN = """
+import subprocess
+import sys
+import time
+
+BURN = "import pathlib, sys, time\\nend = time.process_time() + 0.4\\nwhile time.process_time() < end: pass\\n" \\
+    "pathlib.Path(sys.argv[1]).touch()\\ntime.sleep(60)"
+
+def test_spawn(tmp_path, spawned):
+    marker = tmp_path / "burnt"
+    spawned.append(subprocess.Popen([sys.executable, "-c", BURN, str(marker)]))
+    while not marker.exists():
+        time.sleep(0.02)
+"""
 # A session fixture's teardown (a daemon stopped at the end) runs in the last test's teardown: counted apart.
 CONFTEST = """
 import time
 import pytest
+
+@pytest.fixture(scope="session")
+def spawned():
+    children = []
+    yield children
+    for child in children:
+        child.kill()
+        child.wait()
 
 @pytest.fixture(scope="session")
 def daemon():
@@ -48,7 +70,7 @@ def daemon():
 
 @pytest.fixture
 def suite(tmp_path: Path) -> Path:
-    for folder, text in (("busy", BUSY), ("idle", IDLE)):
+    for folder, text in (("busy", BUSY), ("spawn", SPAWN), ("idle", IDLE)):
         (tmp_path / "tests" / folder).mkdir(parents=True)
         (tmp_path / "tests" / folder / f"test_{folder}.py").write_text(text)
     (tmp_path / "tests" / "conftest.py").write_text(CONFTEST)
@@ -78,8 +100,9 @@ def test_each_folders_cpu_is_gathered_from_every_worker_ranked_and_held_to_the_t
     assert run.returncode == status, run.stderr
     assert len(re.findall(r"^run \d: checks", run.stdout, flags=re.M)) == runs
     folders = folder_lines(run.stdout)
-    assert list(folders) == ["tests/busy", "tests/idle"]  # most CPU first
+    assert list(folders)[-1] == "tests/idle" and len(folders) == 3  # most CPU first
     assert folders["tests/busy"][0] >= 0.35 and folders["tests/busy"][1] == 1
+    assert 0.35 <= folders["tests/spawn"][0] < 1.5 and folders["tests/spawn"][1] == 1  # its child still running
     assert folders["tests/idle"][0] < 0.2 and folders["tests/idle"][1] == 2
     median = rf"[\d.]+ s, median of {runs}"
     assert re.search(rf"^make test :\s+{median} \(target <= 120 s: met\)$", run.stdout, flags=re.M)
@@ -89,7 +112,10 @@ def test_each_folders_cpu_is_gathered_from_every_worker_ranked_and_held_to_the_t
         r"^\s+([\d.]+) s\s+\(session fixtures torn down after each worker's last test\)$", run.stdout, re.M
     )
     assert teardown and float(teardown[1]) >= 0.25, run.stdout
-    assert "in no test: the workers' start and collection" in run.stdout
+    elsewhere = re.search(
+        r"^\s+(-?[\d.]+) s\s+in no test: pytest's and its workers' start and collection$", run.stdout, re.M
+    )
+    assert elsewhere and float(elsewhere[1]) >= 0, run.stdout  # nothing counted twice
 
 
 @pytest.mark.parametrize(
@@ -97,7 +123,18 @@ def test_each_folders_cpu_is_gathered_from_every_worker_ranked_and_held_to_the_t
     [
         (["--runs", "0"], "bench-tests: --runs must be 1 or more (got 0)"),
         (["--cwd", "/nonexistent"], "bench-tests: --cwd /nonexistent: no such folder; fix: name the repository"),
-        (["--checks-command", "false"], "bench-tests: false failed (exit 1), so nothing was measured: (no output)"),
+        (["--pytest-target", "nan"], "bench-tests: --pytest-target must be a number of seconds above 0 (got nan)"),
+        (
+            ["--make-test-target", "-1"],
+            "bench-tests: --make-test-target must be a number of seconds above 0 (got -1.0)",
+        ),
+        (["--pytest-args", '-k "busy'], "bench-tests: --pytest-args or --checks-command: No closing quotation; fix:"),
+        (["--checks-command", " "], "bench-tests: --checks-command is blank; fix: name the command, or pass ''"),
+        (["--checks-command", "no-such-checks"], "bench-tests: no-such-checks could not start ([Errno 2]"),
+        (
+            ["--checks-command", "false"],
+            "bench-tests: false failed (exit 1), so nothing was measured: (no output); fix: run `false` to see why",
+        ),
     ],
 )
 def test_bad_input_or_a_failed_check_measures_nothing_in_one_line(
