@@ -23,4 +23,4 @@ for bin in /opt/aws/pcs/scheduler/slurm-*/bin; do
   [[ -d "$bin" ]] && PATH="${PATH}:${bin}"
 done
 export PATH
-exec "${PYTHON_BIN:-/usr/bin/python3}" "${here}/slurm_node.py" health "$@"
+exec "${PYTHON_BIN:-/usr/bin/python3}" "${here}/slurm_health.py" "$@"

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """This node's side of Slurm (AWS PCS runs the controller): the node's Slurm name, a drain with the reason,
-the requeue of the jobs running on the node, and the health check Slurm runs on the node.
+and the requeue of the jobs running on the node (the health check Slurm runs is slurm_health.py).
 
-    slurm_node.py health [gpu_health.py flags]    # Slurm's Prolog= and HealthCheckProgram= (slurm-health-check.sh)
     slurm_node.py drain --reason TEXT [--node N]  # scontrol update nodename=N state=drain reason=TEXT
     slurm_node.py requeue [--node N]              # scontrol requeue of the jobs running on N
     slurm_node.py name                            # the node's Slurm name; exit 1 when it is not under Slurm
@@ -12,10 +11,6 @@ HealthCheckProgram), else ``SLURM_NODE_NAME`` (node.env), else the node whose No
 this host (``scontrol --oneliner show node``). No Slurm configuration (``SLURM_CONF``, PCS's configless
 ``/run/slurm/conf/slurm.conf``, ``/etc/slurm/slurm.conf``), no ``scontrol``, or no node for this host: not
 under Slurm.
-
-``health`` reads node.env (``NODE_ENV_FILE``) as data, runs gpu_health.py once (no DCGM: seconds before a
-job; no metric, no Auto Scaling action) and, on a bad verdict, drains the node with the reason and exits 1:
-slurmd then requeues the job (SchedulerParameters=nohold_on_prolog_fail: not held) on other nodes.
 
 Exit 0 done; 1 Slurm refused or the node is not under Slurm (one line); 2 bad usage.
 Python 3 standard library only.
@@ -173,35 +168,15 @@ def act_on_verdict(args: argparse.Namespace, report: Any, log: Any) -> None:
 # -- the command line --
 
 
-def health(extra: list[str]) -> int:
-    """Slurm's Prolog / HealthCheckProgram: gpu_health.py once, with node.env's settings; drains on a bad verdict."""
-    env = read_env_file(NODE_ENV_FILE)
-    for key in ("EXPECTED_EFA", "HEALTH_DCGM", "HEALTH_EXTRA_FATAL_XIDS"):
-        if key in env:
-            os.environ.setdefault(key, env[key])
-    if not env.get("EXPECTED_GPUS", "").isdigit():
-        print(f"slurm_node: {NODE_ENV_FILE} has no EXPECTED_GPUS (the bootstrap writes it)", file=sys.stderr)
-        return 1
-    import gpu_health  # beside this file; imports the health package
-
-    base = ["--once", "--expected-gpus", env["EXPECTED_GPUS"], "--no-metric", "--no-set-health", "--no-unit-check"]
-    return gpu_health.main([*base, "--dcgm", "off", "--no-slurm-requeue", *extra])
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="This node's side of Slurm: health, drain, requeue, name.")
+    parser = argparse.ArgumentParser(description="This node's side of Slurm: drain, requeue, name.")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("health", help="gpu_health.py once; drain on a bad verdict (flags after it go to gpu_health.py)")
     drain_cmd = sub.add_parser("drain", help="drain the node with a reason")
     drain_cmd.add_argument("--reason", required=True)
     for command in (drain_cmd, sub.add_parser("requeue", help="requeue the jobs running on the node")):
         command.add_argument("--node", help="default: this node's Slurm name")
     sub.add_parser("name", help="print the node's Slurm name")
-    args, extra = parser.parse_known_args(argv)
-    if args.command == "health":
-        return health(extra)
-    if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args = parser.parse_args(argv)
     try:
         node = node_name(getattr(args, "node", None))
         if args.command == "drain":
