@@ -21,6 +21,9 @@ from slurm_node import NODE_ENV_FILE, read_env_file
 
 
 def main(extra: list[str]) -> int:
+    if {"-h", "--help"} & set(extra):  # this usage, then the flags it passes on; nothing read, nothing run
+        print(f"{__doc__}\ngpu_health.py's flags:\n{gpu_health.build_parser().format_help()}")
+        return 0
     env = read_env_file(NODE_ENV_FILE)
     for key in ("EXPECTED_EFA", "HEALTH_DCGM", "HEALTH_EXTRA_FATAL_XIDS"):
         if key in env:
