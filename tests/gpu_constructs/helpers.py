@@ -22,6 +22,7 @@ from config.alarms import Alarms
 from config.fleets import Capacity, Fleet
 from stacks.compliance import platform_app
 from tests.iam_documents import Resolver, _strings
+from tests.policy_eval import Request, decide
 from tests.synth import cdk_json_context
 
 ACCOUNT = "111111111111"
@@ -147,3 +148,23 @@ def managed_policies(tmpl: Template) -> list[dict[str, Any]]:
         for kind in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy")
         for lid in tmpl.find_resources(kind)
     ]
+
+
+def bounded_role(tmpl: Template, role_name: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The template's one role, named ``role_name``: (its identity policies, the permissions boundary it carries)."""
+    role_id, role = only(tmpl, "AWS::IAM::Role")
+    managed = resources(tmpl, "AWS::IAM::ManagedPolicy")
+    (boundary_id,) = [k for k, p in managed.items() if p["Properties"].get("ManagedPolicyName")]
+    assert role["Properties"]["PermissionsBoundary"] == {"Ref": boundary_id}
+    assert role["Properties"]["RoleName"] == role_name
+    identity = [document(tmpl, k) for k, p in managed.items() if p["Properties"].get("Roles") == [{"Ref": role_id}]]
+    assert len(identity) == 1
+    return identity, document(tmpl, boundary_id)
+
+
+def trust_decision(tmpl: Template, caller: str) -> str:
+    """What the trust policy of the template's one role decides for ``caller``'s sts:AssumeRole."""
+    role_id, _ = only(tmpl, "AWS::IAM::Role")
+    trust = document(tmpl, role_id, "AssumeRolePolicyDocument")
+    request = Request("sts:AssumeRole", "*", {"AWS": caller}, context={"aws:PrincipalArn": caller})
+    return decide([trust], request, resource_policy=True)

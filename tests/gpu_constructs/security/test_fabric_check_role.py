@@ -18,7 +18,7 @@ from gpu_constructs.security.fabric_check_role import FabricCheckRole
 from gpu_constructs.security.permissions_boundary import PlatformPermissionsBoundary
 from ops.fabric.command import run_fabric_test
 from stacks.compliance import platform_app
-from tests.gpu_constructs.helpers import CDK_CONTEXT, document, only, resources
+from tests.gpu_constructs.helpers import CDK_CONTEXT, bounded_role, trust_decision
 from tests.ops.fabric.fakes import (
     ACCOUNT,
     DOCUMENT,
@@ -31,7 +31,7 @@ from tests.ops.fabric.fakes import (
     fabric_account,
 )
 from tests.ops.helpers import config_dir
-from tests.policy_eval import ALLOW, Request, decide, explain, role_may
+from tests.policy_eval import ALLOW, Request, explain, role_may
 
 TOOLING = "444444444444"
 STEP_ROLE = f"arn:aws:iam::{TOOLING}:role/gpu-platform-pipeline-staging-fabric-check"
@@ -78,31 +78,17 @@ def tmpl() -> Template:
 @pytest.fixture(scope="module")
 def policies(tmpl: Template) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(the role's identity policies, the boundary)."""
-    role_id, role = only(tmpl, "AWS::IAM::Role")
-    managed = resources(tmpl, "AWS::IAM::ManagedPolicy")
-    (boundary_id,) = [k for k, p in managed.items() if p["Properties"].get("ManagedPolicyName")]
-    assert role["Properties"]["PermissionsBoundary"] == {"Ref": boundary_id}
-    assert role["Properties"]["RoleName"] == "gpu-platform-staging-fabric-check"
-    identity = [document(tmpl, k) for k, p in managed.items() if p["Properties"].get("Roles") == [{"Ref": role_id}]]
-    assert len(identity) == 1
-    return identity, document(tmpl, boundary_id)
-
-
-def _assume(tmpl: Template, caller: str) -> str:
-    role_id, _ = only(tmpl, "AWS::IAM::Role")
-    trust = document(tmpl, role_id, "AssumeRolePolicyDocument")
-    request = Request("sts:AssumeRole", "*", {"AWS": caller}, context={"aws:PrincipalArn": caller})
-    return decide([trust], request, resource_policy=True)
+    return bounded_role(tmpl, "gpu-platform-staging-fabric-check")
 
 
 def test_only_the_pipelines_fabric_step_may_assume_it(tmpl: Template) -> None:
-    assert _assume(tmpl, STEP_ROLE) == ALLOW
+    assert trust_decision(tmpl, STEP_ROLE) == ALLOW
     for other in (
         f"arn:aws:iam::{TOOLING}:role/gpu-platform-pipeline-staging-check",  # another project of the pipeline
         f"arn:aws:iam::{TOOLING}:user/someone",
         f"arn:aws:iam::{ACCOUNT}:role/gpu-platform-pipeline-staging-fabric-check",  # same name, another account
     ):
-        assert _assume(tmpl, other) != ALLOW, other
+        assert trust_decision(tmpl, other) != ALLOW, other
 
 
 class Calls:
